@@ -1,0 +1,107 @@
+/**
+ * Error hierarchy. Every error carries a marker symbol so `isInstance` works across
+ * duplicated package copies (the vercel/ai pattern) where `instanceof` would not.
+ */
+const AGL_MARKER = Symbol.for("agl.error");
+
+function marker(name: string): symbol {
+  return Symbol.for(`agl.error.${name}`);
+}
+
+export class AglError extends Error {
+  private readonly [AGL_MARKER] = true;
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "AglError";
+  }
+
+  static isInstance(error: unknown): error is AglError {
+    return typeof error === "object" && error !== null && (error as any)[AGL_MARKER] === true;
+  }
+}
+
+const NOT_FOUND = marker("NotFoundError");
+export type EntityKind = "rollout" | "attempt" | "resources" | "worker" | "span";
+
+/** An id that names nothing in the store. HTTP 404. */
+export class NotFoundError extends AglError {
+  private readonly [NOT_FOUND] = true;
+  readonly kind: EntityKind;
+  readonly id: string;
+
+  constructor(kind: EntityKind, id: string, message?: string) {
+    super(message ?? `${capitalize(kind)} ${id} not found`);
+    this.name = "NotFoundError";
+    this.kind = kind;
+    this.id = id;
+  }
+
+  static override isInstance(error: unknown): error is NotFoundError {
+    return typeof error === "object" && error !== null && (error as any)[NOT_FOUND] === true;
+  }
+}
+
+const ILLEGAL = marker("IllegalTransitionError");
+
+/** A status change the state machine does not allow. HTTP 409. */
+export class IllegalTransitionError extends AglError {
+  private readonly [ILLEGAL] = true;
+  readonly entity: "rollout" | "attempt";
+  readonly id: string;
+  readonly from: string;
+  readonly to: string;
+
+  constructor(entity: "rollout" | "attempt", id: string, from: string, to: string) {
+    super(`Illegal ${entity} status transition for ${id}: ${from} -> ${to}`);
+    this.name = "IllegalTransitionError";
+    this.entity = entity;
+    this.id = id;
+    this.from = from;
+    this.to = to;
+  }
+
+  static override isInstance(error: unknown): error is IllegalTransitionError {
+    return typeof error === "object" && error !== null && (error as any)[ILLEGAL] === true;
+  }
+}
+
+const INVALID = marker("InvalidArgumentError");
+
+/** Bad input; `field` is the dotted path of the offending field ("" for the whole value). HTTP 400/422. */
+export class InvalidArgumentError extends AglError {
+  private readonly [INVALID] = true;
+  readonly field: string;
+  readonly issues: ReadonlyArray<{ path: string; message: string }>;
+
+  constructor(field: string, message: string, issues?: ReadonlyArray<{ path: string; message: string }>) {
+    super(field ? `Invalid ${field}: ${message}` : message);
+    this.name = "InvalidArgumentError";
+    this.field = field;
+    this.issues = issues ?? [{ path: field, message }];
+  }
+
+  static override isInstance(error: unknown): error is InvalidArgumentError {
+    return typeof error === "object" && error !== null && (error as any)[INVALID] === true;
+  }
+}
+
+const CLOSED = marker("StoreClosedError");
+
+/** The store was closed; no further calls are accepted. */
+export class StoreClosedError extends AglError {
+  private readonly [CLOSED] = true;
+
+  constructor(message = "Store is closed") {
+    super(message);
+    this.name = "StoreClosedError";
+  }
+
+  static override isInstance(error: unknown): error is StoreClosedError {
+    return typeof error === "object" && error !== null && (error as any)[CLOSED] === true;
+  }
+}
+
+function capitalize(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
+}

@@ -1,0 +1,146 @@
+import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
+import type { NamedResources, ResourcesUpdate } from "../types/resources.js";
+import type {
+  Attempt,
+  AttemptedRollout,
+  AttemptPatch,
+  AttemptStatus,
+  EnqueueRolloutRequest,
+  Rollout,
+  RolloutPatch,
+  RolloutStatus,
+} from "../types/rollout.js";
+import type { Span, SpanInput } from "../types/span.js";
+import type { PaginatedResult, Worker, WorkerStatus } from "../types/misc.js";
+
+export type FilterLogic = "and" | "or";
+export type SortOrder = "asc" | "desc";
+
+/** Paging and sorting shared by every query. `limit` -1 = all; 0 or < -1 is an error; `offset` >= 0. */
+export interface PageOptions<SortKey extends string = string> {
+  sortBy?: SortKey;
+  sortOrder?: SortOrder;
+  limit?: number;
+  offset?: number;
+}
+
+export interface RolloutQuery extends PageOptions<keyof Rollout & string> {
+  statusIn?: RolloutStatus[];
+  rolloutIdIn?: string[];
+  rolloutIdContains?: string;
+  /** How the filters above combine. */
+  filterLogic?: FilterLogic;
+}
+
+export interface AttemptQuery extends PageOptions<keyof Attempt & string> {}
+
+export interface SpanQuery extends PageOptions<keyof Span & string> {
+  /** An attempt id, "latest" (the highest-sequence attempt), or null/absent for all attempts. */
+  attemptId?: string | "latest" | null;
+  traceId?: string;
+  traceIdContains?: string;
+  spanId?: string;
+  spanIdContains?: string;
+  parentId?: string;
+  parentIdContains?: string;
+  name?: string;
+  nameContains?: string;
+  filterLogic?: FilterLogic;
+}
+
+export interface ResourcesQuery extends PageOptions<keyof ResourcesUpdate & string> {
+  resourcesId?: string;
+  resourcesIdContains?: string;
+}
+
+export interface WorkerQuery extends PageOptions<keyof Worker & string> {
+  statusIn?: WorkerStatus[];
+  workerIdContains?: string;
+  filterLogic?: FilterLogic;
+}
+
+export interface StartRolloutRequest extends EnqueueRolloutRequest {
+  worker_id?: string | null;
+}
+
+export interface StoreCapabilities {
+  thread_safe: boolean;
+  async_safe: boolean;
+  zero_copy: boolean;
+  otlp_traces: boolean;
+}
+
+export interface StoreStatistics {
+  name: string;
+  total_rollouts: number;
+  total_attempts: number;
+  total_spans: number;
+  total_resources: number;
+  total_workers: number;
+  uptime: number;
+  [key: string]: unknown;
+}
+
+/**
+ * The store every other part talks to (Agent Lightning v0.3 semantics, see docs/store.md).
+ *
+ * Errors: unknown ids on mutations throw NotFoundError; illegal status changes throw
+ * IllegalTransitionError; bad arguments throw InvalidArgumentError. Getters return null on a miss.
+ */
+export interface LightningStore {
+  readonly capabilities: StoreCapabilities;
+  statistics(): Promise<StoreStatistics>;
+
+  // --- rollouts and the queue
+  /** Create a rollout and its first attempt directly in `preparing` (never queued). */
+  startRollout(request: StartRolloutRequest): Promise<AttemptedRollout>;
+  enqueueRollout(request: EnqueueRolloutRequest): Promise<Rollout>;
+  enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]>;
+  /** Non-blocking FIFO claim; null when nothing is queued. */
+  dequeueRollout(options?: { workerId?: string | null }): Promise<AttemptedRollout | null>;
+  dequeueManyRollouts(options: { limit: number; workerId?: string | null }): Promise<AttemptedRollout[]>;
+  /** Manual retry: a new attempt from any state, ignoring max_attempts. */
+  startAttempt(rolloutId: string, options?: { workerId?: string | null }): Promise<AttemptedRollout>;
+  /** Items carry their latest attempt when they have one. */
+  queryRollouts(query?: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>>;
+  getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null>;
+  updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout>;
+  /** Resolve with the rollouts (of those given) that are terminal by the deadline; timeout in seconds, null = forever. */
+  waitForRollouts(rolloutIds: string[], options?: { timeoutSeconds?: number | null }): Promise<Rollout[]>;
+
+  // --- attempts
+  queryAttempts(rolloutId: string, query?: AttemptQuery): Promise<PaginatedResult<Attempt>>;
+  getLatestAttempt(rolloutId: string): Promise<Attempt | null>;
+  updateAttempt(rolloutId: string, attemptId: string | "latest", patch: AttemptPatch): Promise<Attempt>;
+
+  // --- resources
+  addResources(resources: NamedResources): Promise<ResourcesUpdate>;
+  /** Upsert: a new id starts at version 1, an existing one is replaced with version + 1. Becomes the latest. */
+  updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate>;
+  getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null>;
+  getLatestResources(): Promise<ResourcesUpdate | null>;
+  queryResources(query?: ResourcesQuery): Promise<PaginatedResult<ResourcesUpdate>>;
+
+  // --- spans
+  /** Store one span; null when (rollout_id, attempt_id, span_id) already exists. */
+  addSpan(span: SpanInput): Promise<Span | null>;
+  /** Store many spans; returns the ones stored (duplicates left out). */
+  addManySpans(spans: SpanInput[]): Promise<Span[]>;
+  /** Convert an OpenTelemetry span and store it, allocating a sequence id when none is given. */
+  addOtelSpan(rolloutId: string, attemptId: string, span: ReadableSpan, sequenceId?: number): Promise<Span | null>;
+  /** Per-rollout monotonic counter (1, 2, 3, ... across attempts). Ids are not validated. */
+  getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number>;
+  getManySpanSequenceIds(pairs: ReadonlyArray<readonly [rolloutId: string, attemptId: string]>): Promise<number[]>;
+  querySpans(rolloutId: string, query?: SpanQuery): Promise<PaginatedResult<Span>>;
+
+  // --- workers
+  queryWorkers(query?: WorkerQuery): Promise<PaginatedResult<Worker>>;
+  getWorkerById(workerId: string): Promise<Worker | null>;
+  /** Heartbeat: upsert the worker, set last_heartbeat_time = now, replace heartbeat_stats if given. */
+  updateWorker(workerId: string, update?: { heartbeat_stats?: Record<string, unknown> | null }): Promise<Worker>;
+
+  /** Stop timers and release connections. Idempotent. */
+  close(): Promise<void>;
+}
+
+export type { AttemptStatus };

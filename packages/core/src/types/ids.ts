@@ -1,0 +1,24 @@
+import { createHash, randomUUID } from "node:crypto";
+
+function hexId(length: number): string {
+  return createHash("sha1").update(randomUUID()).digest("hex").slice(0, length);
+}
+
+/** `ro-` + 12 hex, as Agent Lightning v0.3. */
+export const newRolloutId = (): string => `ro-${hexId(12)}`;
+/** `at-` + 8 hex. */
+export const newAttemptId = (): string => `at-${hexId(8)}`;
+/** `rs-` + 12 hex. */
+export const newResourcesId = (): string => `rs-${hexId(12)}`;
+/** 32 lowercase hex. */
+export const newTraceId = (): string => hexId(32).padEnd(32, "0");
+/** 16 lowercase hex. */
+export const newSpanId = (): string => hexId(16);
+
+/** Current time as float epoch seconds (the wire's time unit). */
+export const nowSeconds = (): number => Date.now() / 1000;
+
+/** OTel nanoseconds (or ms/s) to epoch seconds: values above 1e12 are taken as nanoseconds. */
+export function toEpochSeconds(value: number): number {
+  return value > 1e12 ? value / 1e9 : value;
+}

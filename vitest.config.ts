@@ -1,0 +1,25 @@
+import { fileURLToPath } from "node:url";
+import { defineConfig } from "vitest/config";
+
+const src = (p: string) => fileURLToPath(new URL(`./packages/${p}`, import.meta.url));
+
+export default defineConfig({
+  resolve: {
+    alias: [
+      { find: /^@agl\/core\/testing$/, replacement: src("core/src/testing/index.ts") },
+      { find: /^@agl\/core$/, replacement: src("core/src/index.ts") },
+      { find: /^@agl\/store$/, replacement: src("store/src/index.ts") },
+      { find: /^@agl\/adapter$/, replacement: src("adapter/src/index.ts") },
+      { find: /^@agl\/proxy$/, replacement: src("proxy/src/index.ts") },
+      { find: /^@agl\/client$/, replacement: src("client/src/index.ts") },
+      { find: /^@agl\/trainer-gpu$/, replacement: src("trainer-gpu/src/index.ts") },
+    ],
+  },
+  test: {
+    include: ["packages/*/src/**/*.test.ts", "test/**/*.test.ts", "examples/*/src/**/*.test.ts"],
+    exclude: ["**/node_modules/**", "**/dist/**"],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    pool: "forks",
+  },
+});
