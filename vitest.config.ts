@@ -6,6 +6,7 @@ const src = (p: string) => fileURLToPath(new URL(`./packages/${p}`, import.meta.
 export default defineConfig({
   resolve: {
     alias: [
+      { find: /^@agl\/core\/mock-llm$/, replacement: src("core/src/mock-llm/index.ts") },
       { find: /^@agl\/core\/testing$/, replacement: src("core/src/testing/index.ts") },
       { find: /^@agl\/core$/, replacement: src("core/src/index.ts") },
       { find: /^@agl\/store$/, replacement: src("store/src/index.ts") },

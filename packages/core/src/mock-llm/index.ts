@@ -1,0 +1,8 @@
+export {
+  type MockLLMServer,
+  type MockLLMServerOptions,
+  type MockReply,
+  type MockRequestInfo,
+  startMockLLMServer,
+} from "./server.js";
+export { mockDecode, mockEncode, mockLogprob } from "./tokens.js";
