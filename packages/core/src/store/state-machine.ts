@@ -6,11 +6,19 @@
  * statuses (failed/succeeded/timeout) all get an end_time, and liveness counts heartbeats as well as spans.
  */
 import { IllegalTransitionError } from "../errors.js";
-import type { Attempt, AttemptStatus, Rollout, RolloutStatus } from "../types/rollout.js";
 import type { WorkerStatus } from "../types/misc.js";
+import type { Attempt, AttemptStatus, Rollout, RolloutStatus } from "../types/rollout.js";
 
-export const TERMINAL_ROLLOUT_STATUSES: ReadonlySet<RolloutStatus> = new Set(["failed", "succeeded", "cancelled"]);
-export const TERMINAL_ATTEMPT_STATUSES: ReadonlySet<AttemptStatus> = new Set(["failed", "succeeded", "timeout"]);
+export const TERMINAL_ROLLOUT_STATUSES: ReadonlySet<RolloutStatus> = new Set([
+  "failed",
+  "succeeded",
+  "cancelled",
+]);
+export const TERMINAL_ATTEMPT_STATUSES: ReadonlySet<AttemptStatus> = new Set([
+  "failed",
+  "succeeded",
+  "timeout",
+]);
 
 export const isTerminalRolloutStatus = (s: RolloutStatus): boolean => TERMINAL_ROLLOUT_STATUSES.has(s);
 export const isQueuingLike = (s: RolloutStatus): boolean => s === "queuing" || s === "requeuing";
@@ -70,7 +78,8 @@ export function rolloutStatusForAttempt(
       return attemptStatus;
     default: {
       const retryable =
-        rollout.config.retry_condition.includes(attemptStatus) && attempt.sequence_id < rollout.config.max_attempts;
+        rollout.config.retry_condition.includes(attemptStatus) &&
+        attempt.sequence_id < rollout.config.max_attempts;
       return retryable ? "requeuing" : "failed";
     }
   }
@@ -85,9 +94,12 @@ export function statusesAfterActivity(
   attemptStatus: AttemptStatus,
   isLatestAttempt: boolean,
 ): { rollout: RolloutStatus; attempt: AttemptStatus } {
-  const attempt = attemptStatus === "preparing" || attemptStatus === "unresponsive" ? "running" : attemptStatus;
+  const attempt =
+    attemptStatus === "preparing" || attemptStatus === "unresponsive" ? "running" : attemptStatus;
   const rollout =
-    isLatestAttempt && attempt === "running" && (rolloutStatus === "preparing" || rolloutStatus === "requeuing")
+    isLatestAttempt &&
+    attempt === "running" &&
+    (rolloutStatus === "preparing" || rolloutStatus === "requeuing")
       ? "running"
       : rolloutStatus;
   return { rollout, attempt };
@@ -132,7 +144,10 @@ export function nextWatchdogDeadline(
  * How a worker changes when an attempt it runs changes: succeeded/failed → idle; timeout/unresponsive →
  * unknown (both clear current_*); otherwise busy on this attempt.
  */
-export function workerStatusForAttempt(status: AttemptStatus): { status: WorkerStatus; clearCurrent: boolean } {
+export function workerStatusForAttempt(status: AttemptStatus): {
+  status: WorkerStatus;
+  clearCurrent: boolean;
+} {
   if (status === "succeeded" || status === "failed") return { status: "idle", clearCurrent: true };
   if (status === "timeout" || status === "unresponsive") return { status: "unknown", clearCurrent: true };
   return { status: "busy", clearCurrent: false };
@@ -141,4 +156,26 @@ export function workerStatusForAttempt(status: AttemptStatus): { status: WorkerS
 /** The attempt's end_time after moving to `status`. */
 export function attemptEndTime(status: AttemptStatus, previous: number | null, now: number): number | null {
   return isTerminalAttemptStatus(status) ? (previous ?? now) : null;
+}
+
+/**
+ * The rollout status after its latest attempt moves to `attemptStatus` ({@link rolloutStatusForAttempt}),
+ * unless the state machine forbids that rollout transition (e.g. a late "succeeded" for a rollout already
+ * cancelled or failed): then the rollout keeps its status. The attempt change itself still applies.
+ */
+export function rolloutStatusAfterAttempt(
+  rollout: Pick<Rollout, "config" | "status">,
+  attempt: Pick<Attempt, "sequence_id">,
+  attemptStatus: AttemptStatus,
+): RolloutStatus {
+  const target = rolloutStatusForAttempt(rollout, attempt, attemptStatus);
+  return canTransitionRollout(rollout.status, target) ? target : rollout.status;
+}
+
+/**
+ * The rollout's end_time after moving to `status`: set (kept if already set) on terminal statuses,
+ * cleared otherwise, so a rollout that is run again does not carry a stale end_time.
+ */
+export function rolloutEndTime(status: RolloutStatus, previous: number | null, now: number): number | null {
+  return isTerminalRolloutStatus(status) ? (previous ?? now) : null;
 }

@@ -1,4 +1,5 @@
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
+import type { PaginatedResult, Worker, WorkerStatus } from "../types/misc.js";
 import type { NamedResources, ResourcesUpdate } from "../types/resources.js";
 import type {
   Attempt,
@@ -11,7 +12,6 @@ import type {
   RolloutStatus,
 } from "../types/rollout.js";
 import type { Span, SpanInput } from "../types/span.js";
-import type { PaginatedResult, Worker, WorkerStatus } from "../types/misc.js";
 
 export type FilterLogic = "and" | "or";
 export type SortOrder = "asc" | "desc";
@@ -127,17 +127,27 @@ export interface LightningStore {
   /** Store many spans; returns the ones stored (duplicates left out). */
   addManySpans(spans: SpanInput[]): Promise<Span[]>;
   /** Convert an OpenTelemetry span and store it, allocating a sequence id when none is given. */
-  addOtelSpan(rolloutId: string, attemptId: string, span: ReadableSpan, sequenceId?: number): Promise<Span | null>;
+  addOtelSpan(
+    rolloutId: string,
+    attemptId: string,
+    span: ReadableSpan,
+    sequenceId?: number,
+  ): Promise<Span | null>;
   /** Per-rollout monotonic counter (1, 2, 3, ... across attempts). Ids are not validated. */
   getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number>;
-  getManySpanSequenceIds(pairs: ReadonlyArray<readonly [rolloutId: string, attemptId: string]>): Promise<number[]>;
+  getManySpanSequenceIds(
+    pairs: ReadonlyArray<readonly [rolloutId: string, attemptId: string]>,
+  ): Promise<number[]>;
   querySpans(rolloutId: string, query?: SpanQuery): Promise<PaginatedResult<Span>>;
 
   // --- workers
   queryWorkers(query?: WorkerQuery): Promise<PaginatedResult<Worker>>;
   getWorkerById(workerId: string): Promise<Worker | null>;
   /** Heartbeat: upsert the worker, set last_heartbeat_time = now, replace heartbeat_stats if given. */
-  updateWorker(workerId: string, update?: { heartbeat_stats?: Record<string, unknown> | null }): Promise<Worker>;
+  updateWorker(
+    workerId: string,
+    update?: { heartbeat_stats?: Record<string, unknown> | null },
+  ): Promise<Worker>;
 
   /** Stop timers and release connections. Idempotent. */
   close(): Promise<void>;

@@ -34,4 +34,9 @@ export interface PaginatedResult<T> {
 }
 
 export const paginatedSchema = <T extends z.ZodType>(item: T) =>
-  z.object({ items: z.array(item), limit: z.number().int(), offset: z.number().int(), total: z.number().int() });
+  z.object({
+    items: z.array(item),
+    limit: z.number().int(),
+    offset: z.number().int(),
+    total: z.number().int(),
+  });

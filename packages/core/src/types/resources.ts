@@ -29,7 +29,11 @@ export const PromptTemplateSchema = z.object({
 });
 export type PromptTemplate = z.infer<typeof PromptTemplateSchema>;
 
-export const ResourceSchema = z.discriminatedUnion("resource_type", [LLMSchema, ProxyLLMSchema, PromptTemplateSchema]);
+export const ResourceSchema = z.discriminatedUnion("resource_type", [
+  LLMSchema,
+  ProxyLLMSchema,
+  PromptTemplateSchema,
+]);
 export type Resource = z.infer<typeof ResourceSchema>;
 export type ResourceInput = z.input<typeof ResourceSchema>;
 
@@ -60,7 +64,11 @@ export function promptTemplate(
   template: string,
   engine: PromptTemplate["engine"] = "f-string",
 ): PromptTemplate {
-  return parseOrThrow(PromptTemplateSchema, { resource_type: "prompt_template", template, engine }, "prompt_template");
+  return parseOrThrow(
+    PromptTemplateSchema,
+    { resource_type: "prompt_template", template, engine },
+    "prompt_template",
+  );
 }
 
 /** An LLM of either kind (a ProxyLLM "is an" LLM, as in the reference). */
@@ -99,7 +107,11 @@ export function proxyLLMBaseUrl(
 }
 
 /** Resolve a ProxyLLM to the plain LLM an agent uses during one attempt. Other resources pass through. */
-export function resolveForAttempt<R extends Resource>(resource: R, rolloutId: string, attemptId: string): R | LLM {
+export function resolveForAttempt<R extends Resource>(
+  resource: R,
+  rolloutId: string,
+  attemptId: string,
+): R | LLM {
   if (resource.resource_type !== "proxy_llm") return resource;
   return {
     resource_type: "llm",
@@ -114,10 +126,16 @@ export function resolveForAttempt<R extends Resource>(resource: R, rolloutId: st
  * Format an f-string template: `{name}` placeholders, `{{`/`}}` escapes. A placeholder with no value
  * throws an InvalidArgumentError naming it.
  */
-export function formatPromptTemplate(template: PromptTemplate | string, values: Record<string, unknown>): string {
+export function formatPromptTemplate(
+  template: PromptTemplate | string,
+  values: Record<string, unknown>,
+): string {
   const text = typeof template === "string" ? template : template.template;
   if (typeof template !== "string" && template.engine !== "f-string") {
-    throw new InvalidArgumentError("engine", `only the f-string engine can be formatted, got ${template.engine}`);
+    throw new InvalidArgumentError(
+      "engine",
+      `only the f-string engine can be formatted, got ${template.engine}`,
+    );
   }
   return text.replace(/\{\{|\}\}|\{([^{}]*)\}/g, (match, name: string | undefined) => {
     if (match === "{{") return "{";

@@ -11,7 +11,14 @@ export const RolloutStatusSchema = z.enum([
 ]);
 export type RolloutStatus = z.infer<typeof RolloutStatusSchema>;
 
-export const AttemptStatusSchema = z.enum(["preparing", "running", "failed", "succeeded", "unresponsive", "timeout"]);
+export const AttemptStatusSchema = z.enum([
+  "preparing",
+  "running",
+  "failed",
+  "succeeded",
+  "unresponsive",
+  "timeout",
+]);
 export type AttemptStatus = z.infer<typeof AttemptStatusSchema>;
 
 export const RolloutModeSchema = z.enum(["train", "val", "test"]);
@@ -38,7 +45,10 @@ export const RolloutSchema = z.object({
   resources_id: z.string().nullable().default(null),
   status: RolloutStatusSchema.default("queuing"),
   config: RolloutConfigSchema.default(() => RolloutConfigSchema.parse({})),
-  metadata: z.record(z.string(), z.any()).nullable().default(() => ({})),
+  metadata: z
+    .record(z.string(), z.any())
+    .nullable()
+    .default(() => ({})),
 });
 export type Rollout = z.infer<typeof RolloutSchema>;
 
@@ -51,19 +61,24 @@ export const AttemptSchema = z.object({
   status: AttemptStatusSchema.default("preparing"),
   worker_id: z.string().nullable().default(null),
   last_heartbeat_time: Time.nullable().default(null),
-  metadata: z.record(z.string(), z.any()).nullable().default(() => ({})),
+  metadata: z
+    .record(z.string(), z.any())
+    .nullable()
+    .default(() => ({})),
 });
 export type Attempt = z.infer<typeof AttemptSchema>;
 
-export const AttemptedRolloutSchema = RolloutSchema.extend({ attempt: AttemptSchema }).superRefine((v, ctx) => {
-  if (v.attempt.rollout_id !== v.rollout_id) {
-    ctx.addIssue({
-      code: "custom",
-      path: ["attempt", "rollout_id"],
-      message: `must equal rollout_id (${v.rollout_id})`,
-    });
-  }
-});
+export const AttemptedRolloutSchema = RolloutSchema.extend({ attempt: AttemptSchema }).superRefine(
+  (v, ctx) => {
+    if (v.attempt.rollout_id !== v.rollout_id) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["attempt", "rollout_id"],
+        message: `must equal rollout_id (${v.rollout_id})`,
+      });
+    }
+  },
+);
 export type AttemptedRollout = z.infer<typeof AttemptedRolloutSchema>;
 
 export const EnqueueRolloutRequestSchema = z.object({

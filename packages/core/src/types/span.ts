@@ -10,7 +10,13 @@ export const SpanStatusSchema = z.looseObject({
 export type SpanStatus = z.infer<typeof SpanStatusSchema>;
 
 /** Attribute values: primitives, homogeneous lists, and (from OTLP ingest) nested objects. */
-export type AttributeValue = string | number | boolean | null | AttributeValue[] | { [k: string]: AttributeValue };
+export type AttributeValue =
+  | string
+  | number
+  | boolean
+  | null
+  | AttributeValue[]
+  | { [k: string]: AttributeValue };
 export const AttributesSchema = z.record(z.string(), z.any());
 export type Attributes = Record<string, AttributeValue>;
 

@@ -1,0 +1,186 @@
+/**
+ * Policy benchmark (issue 6): training-step throughput and model-FLOPs utilisation against the backend's
+ * own large-matmul throughput measured in the same run, and generation throughput of the dynamic-batching
+ * engine at 1, 8 and 32 concurrent requests. Writes bench/results/policy.{json,md}.
+ *
+ *   pnpm exec tsx bench/policy.ts            (AGL_TF_BACKEND=cpu|wasm|tensorflow to force a backend)
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Generator, maskedNll, PolicyModel, selectBackend, Tokenizer, tf } from "@agl/trainer-gpu";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const quick = process.argv.includes("--quick");
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] as number;
+}
+
+async function timeIt(fn: () => void | Promise<void>, reps: number, warmup = 2): Promise<number> {
+  for (let i = 0; i < warmup; i++) await fn();
+  const times: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    const t0 = performance.now();
+    await fn();
+    times.push(performance.now() - t0);
+  }
+  return median(times);
+}
+
+/** Dense float32 matmul GFLOP/s of the active backend (the best of a few large square sizes). */
+async function matmulPeak(): Promise<{ size: number; gflops: number }[]> {
+  const out: { size: number; gflops: number }[] = [];
+  for (const n of [512, 1024]) {
+    const a = tf.randomNormal([n, n]);
+    const b = tf.randomNormal([n, n]);
+    const ms = await timeIt(() => {
+      const c = tf.matMul(a, b);
+      c.dataSync();
+      c.dispose();
+    }, quick ? 3 : 6);
+    out.push({ size: n, gflops: (2 * n ** 3) / (ms / 1000) / 1e9 });
+    tf.dispose([a, b]);
+  }
+  return out;
+}
+
+interface TrainCase {
+  name: string;
+  dModel: number;
+  nLayers: number;
+  nHeads: number;
+  batch: number;
+  seqLen: number;
+}
+
+async function trainStep(c: TrainCase, vocab: number, peak: number) {
+  const model = PolicyModel.create({ vocabSize: vocab, dModel: c.dModel, nLayers: c.nLayers, nHeads: c.nHeads, contextLength: c.seqLen, seed: 1 });
+  const ids = Array.from({ length: c.batch }, (_, b) => Array.from({ length: c.seqLen }, (_, t) => (b * 31 + t * 7) % vocab));
+  const mask = ids.map((r) => r.map(() => 1));
+  const opt = tf.train.adam(1e-3);
+  const ms = await timeIt(() => {
+    const loss = opt.minimize(() => maskedNll(model, ids, mask), true, model.trainableVariables);
+    loss?.dataSync();
+    loss?.dispose();
+  }, quick ? 3 : 5);
+  const tokens = c.batch * c.seqLen;
+  // PaLM-style model FLOPs per token: 6 x dense parameters + 12 x layers x width x sequence (attention).
+  const flopsPerToken = 6 * model.matmulParameterCount + 12 * c.nLayers * c.dModel * c.seqLen;
+  const gflops = (flopsPerToken * tokens) / (ms / 1000) / 1e9;
+  const result = {
+    ...c,
+    parameters: model.parameterCount,
+    msPerStep: ms,
+    tokensPerSecond: tokens / (ms / 1000),
+    modelGflops: gflops,
+    mfu: gflops / peak,
+  };
+  model.dispose();
+  opt.dispose();
+  return result;
+}
+
+async function generation(vocab: number, concurrency: number, maxTokens: number) {
+  const model = PolicyModel.create({ vocabSize: vocab, dModel: 64, nLayers: 2, nHeads: 4, contextLength: 256, seed: 2 });
+  const tok = new Tokenizer();
+  const gen = new Generator(model, tok, { maxBatchSize: 64 });
+  const prompt = [tok.bosId, ...tok.encode("<|user|>What is 12 + 30? Use the calculator.")];
+  // Warm-up (kernel compilation, allocator).
+  await Promise.all(Array.from({ length: Math.min(concurrency, 4) }, (_, i) => gen.generate({ promptIds: prompt, seed: i, maxTokens: 8, ignoreEos: true })));
+  const t0 = performance.now();
+  const stepsBefore = gen.steps;
+  const results = await Promise.all(
+    Array.from({ length: concurrency }, (_, i) => gen.generate({ promptIds: prompt, seed: 100 + i, maxTokens, ignoreEos: true })),
+  );
+  const s = (performance.now() - t0) / 1000;
+  const tokens = results.reduce((a, r) => a + r.tokenIds.length, 0);
+  model.dispose();
+  return { concurrency, tokens, seconds: s, tokensPerSecond: tokens / s, decodeSteps: gen.steps - stepsBefore };
+}
+
+async function main() {
+  const selection = await selectBackend();
+  const vocab = new Tokenizer().vocabSize;
+  const load = loadavg()[0];
+  console.log(`backend ${selection.backend}; ${cpus().length} cores; load average ${load?.toFixed(2)}`);
+
+  const peaks = await matmulPeak();
+  const peak = Math.max(...peaks.map((p) => p.gflops));
+  console.log(`matmul peak ${peak.toFixed(1)} GFLOP/s (${peaks.map((p) => `${p.size}: ${p.gflops.toFixed(1)}`).join(", ")})`);
+
+  const cases: TrainCase[] = [
+    { name: "d64 L2 H4 T64 B32", dModel: 64, nLayers: 2, nHeads: 4, batch: 32, seqLen: 64 },
+    { name: "d128 L2 H4 T64 B32", dModel: 128, nLayers: 2, nHeads: 4, batch: 32, seqLen: 64 },
+    { name: "d256 L2 H4 T64 B16", dModel: 256, nLayers: 2, nHeads: 4, batch: 16, seqLen: 64 },
+  ];
+  const training = [];
+  for (const c of cases) {
+    const r = await trainStep(c, vocab, peak);
+    training.push(r);
+    console.log(
+      `train ${c.name}: ${r.msPerStep.toFixed(0)} ms/step, ${r.tokensPerSecond.toFixed(0)} tok/s, ${r.modelGflops.toFixed(2)} model GFLOP/s, MFU ${(100 * r.mfu).toFixed(1)}%`,
+    );
+  }
+
+  const maxTokens = quick ? 32 : 64;
+  const gen = [];
+  for (const n of [1, 8, 32]) {
+    const r = await generation(vocab, n, maxTokens);
+    gen.push(r);
+    console.log(`generate x${n}: ${r.tokensPerSecond.toFixed(0)} tok/s (${r.tokens} tokens in ${r.seconds.toFixed(2)} s, ${r.decodeSteps} steps)`);
+  }
+  const single = gen[0]?.tokensPerSecond ?? 1;
+  const speedup32 = (gen[2]?.tokensPerSecond ?? 0) / single;
+  const bestMfu = Math.max(...training.map((t) => t.mfu));
+
+  const result = {
+    date: new Date().toISOString(),
+    backend: selection.backend,
+    skipped: selection.skipped,
+    cores: cpus().length,
+    loadAverage1m: load,
+    matmul: peaks,
+    matmulPeakGflops: peak,
+    training,
+    generation: gen,
+    generationSpeedup32vs1: speedup32,
+    targets: { mfuAtLeast: 0.4, bestMfu, mfuMet: bestMfu >= 0.4, speedup32AtLeast: 5, speedupMet: speedup32 >= 5 },
+  };
+  mkdirSync(join(here, "results"), { recursive: true });
+  writeFileSync(join(here, "results", "policy.json"), `${JSON.stringify(result, null, 2)}\n`);
+  const md = [
+    "# Policy model benchmark",
+    "",
+    `Backend **${selection.backend}** (${selection.skipped.map((s) => `${s.backend}: ${s.reason}`).join("; ") || "first choice"}), ${cpus().length} cores, 1-min load average ${load?.toFixed(2)} at start (the machine is shared, so absolute numbers vary; ratios are measured within one run).`,
+    "",
+    `Large-matmul throughput of the backend in this run: **${peak.toFixed(1)} GFLOP/s** (${peaks.map((p) => `${p.size}x${p.size}: ${p.gflops.toFixed(1)}`).join(", ")}).`,
+    "",
+    "## Training step (forward + backward + Adam, masked cross-entropy)",
+    "",
+    "Model FLOPs per token = 6 x dense parameters + 12 x layers x width x sequence length; MFU = model FLOP/s / matmul peak.",
+    "",
+    "| config | params | ms/step | tokens/s | model GFLOP/s | MFU |",
+    "|---|---:|---:|---:|---:|---:|",
+    ...training.map(
+      (t) => `| ${t.name} | ${t.parameters.toLocaleString("en")} | ${t.msPerStep.toFixed(0)} | ${t.tokensPerSecond.toFixed(0)} | ${t.modelGflops.toFixed(2)} | ${(100 * t.mfu).toFixed(1)}% |`,
+    ),
+    "",
+    `Target: MFU >= 40% on WASM: best ${(100 * bestMfu).toFixed(1)}% (${bestMfu >= 0.4 ? "met" : "not met"}).`,
+    "",
+    "## Generation (d64 L2 H4, KV cache, dynamic batching; prompt 46 tokens, " + `${maxTokens} new tokens per request)`,
+    "",
+    "| concurrent requests | tokens/s | decode steps | speed-up vs 1 |",
+    "|---:|---:|---:|---:|",
+    ...gen.map((g) => `| ${g.concurrency} | ${g.tokensPerSecond.toFixed(0)} | ${g.decodeSteps} | ${(g.tokensPerSecond / single).toFixed(1)}x |`),
+    "",
+    `Target: 32 concurrent >= 5x single: ${speedup32.toFixed(1)}x (${speedup32 >= 5 ? "met" : "not met"}).`,
+    "",
+  ].join("\n");
+  writeFileSync(join(here, "results", "policy.md"), md);
+  console.log(`wrote bench/results/policy.{json,md}`);
+}
+
+await main();

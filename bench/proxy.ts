@@ -1,0 +1,309 @@
+/**
+ * Proxy overhead: the same vLLM-like upstream (the core mock, in its own process) called directly and
+ * through @agl/proxy (its own process, capture on into an InMemoryLightningStore), in one run.
+ *  - added latency: one connection, sequential calls, p50/p99 of proxied minus direct (hrtime)
+ *  - throughput: autocannon at fixed concurrency, req/s proxied / direct, rounds interleaved
+ *  - reference: a 20-line node:http pass-through proxy with no features, in the proxy's process, to show
+ *    the floor any Node HTTP proxy hits on this machine
+ * Scenarios: "instant" (upstream answers at once: CPU-bound worst case where load generator, proxy and
+ * upstream share 2 cores) and "model-like" (the upstream takes 20 or 50 ms per call, as a small model does).
+ *
+ * Run: pnpm exec tsx bench/proxy.ts   → bench/results/proxy.{json,md}
+ */
+import { type ChildProcess, fork } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { Agent, createServer, request } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createRequire } from "node:module";
+import { cpus } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const role = process.argv[2];
+const SECONDS = 4;
+const ROUNDS = 2;
+
+const MESSAGES = [
+  { role: "system", content: "You are a careful assistant that answers arithmetic questions." },
+  { role: "user", content: "What is 17 * 23? Think step by step, then answer with the number only." },
+];
+const REPLY = "17 * 23 = 391. The answer is 391.";
+
+function spawnRole(name: string, ...args: string[]): Promise<{ child: ChildProcess; msg: any }> {
+  const child = fork(fileURLToPath(import.meta.url), [name, ...args], {
+    execArgv: ["--import", "tsx", ...(process.env.PROFILE === name ? ["--cpu-prof", "--cpu-prof-dir=/tmp/proxy-prof"] : [])],
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  return new Promise((resolve, reject) => {
+    child.once("message", (msg) => resolve({ child, msg }));
+    child.once("exit", (code) => reject(new Error(`${name} exited with ${code}`)));
+  });
+}
+
+function ask(child: ChildProcess, m: string): Promise<any> {
+  return new Promise((resolve) => {
+    child.once("message", resolve);
+    child.send(m);
+  });
+}
+
+const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+function post(url: string, body: string): Promise<number> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const t0 = process.hrtime.bigint();
+    const req = request(
+      {
+        hostname: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: "POST",
+        agent,
+        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () =>
+          res.statusCode === 200
+            ? resolve(Number(process.hrtime.bigint() - t0) / 1e6)
+            : reject(new Error(`HTTP ${res.statusCode}`)),
+        );
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+
+/** Sequential calls on one connection, alternating direct and proxied in blocks of 100 so drift hits both. */
+async function sequential(direct: string, directBody: string, proxied: string[], body: string, n: number) {
+  const d: number[] = [];
+  const p: number[] = [];
+  for (let i = 0; i < 200; i++) {
+    await post(direct, directBody);
+    await post(proxied[i % proxied.length]!, body);
+  }
+  for (let block = 0; block < n / 100; block++) {
+    for (let i = 0; i < 100; i++) d.push(await post(direct, directBody));
+    for (let i = 0; i < 100; i++) p.push(await post(proxied[(block * 100 + i) % proxied.length]!, body));
+  }
+  d.sort((a, b) => a - b);
+  p.sort((a, b) => a - b);
+  return {
+    direct: { p50: pct(d, 50), p99: pct(d, 99) },
+    proxied: { p50: pct(p, 50), p99: pct(p, 99) },
+    added: { p50: pct(p, 50) - pct(d, 50), p99: pct(p, 99) - pct(d, 99) },
+  };
+}
+
+async function cannon(urls: string[], body: string, connections: number) {
+  const autocannon = createRequire(import.meta.url)("autocannon") as (opts: any) => Promise<any>;
+  const u = new URL(urls[0]!);
+  const result = await autocannon({
+    url: `${u.protocol}//${u.host}`,
+    connections,
+    duration: SECONDS,
+    requests: urls.map((x) => ({
+      method: "POST",
+      path: new URL(x).pathname,
+      headers: { "content-type": "application/json" },
+      body,
+    })),
+  });
+  return {
+    reqPerSec: result.requests.average as number,
+    p50: result.latency.p50 as number,
+    p99: result.latency.p99 as number,
+    errors: (result.errors as number) + (result.non2xx as number),
+    total: result.requests.total as number,
+  };
+}
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+async function scenario(name: string, delayMs: number, connections: number, seqCalls: number) {
+  const up = await spawnRole("upstream", String(delayMs));
+  const px = await spawnRole("proxy", `${up.msg.url}/v1`);
+  try {
+    const direct = `${up.msg.url}/v1/chat/completions`;
+    const bare = `${px.msg.bareUrl}/v1/chat/completions`;
+    const proxied = (px.msg.ids as Array<[string, string]>).map(
+      ([rid, aid]) => `${px.msg.url}/rollout/${rid}/attempt/${aid}/v1/chat/completions`,
+    );
+    // direct calls carry what the proxy injects, so the upstream does the same work either way
+    const directBody = JSON.stringify({
+      model: "policy",
+      messages: MESSAGES,
+      max_tokens: 64,
+      return_token_ids: true,
+      logprobs: true,
+    });
+    const clientBody = JSON.stringify({ model: "anything", messages: MESSAGES, max_tokens: 64 });
+    const seq = await sequential(direct, directBody, proxied, clientBody, seqCalls);
+    const runs: Record<"direct" | "proxied" | "bare", Awaited<ReturnType<typeof cannon>>[]> = {
+      direct: [],
+      proxied: [],
+      bare: [],
+    };
+    let proxyCpuUs = 0;
+    let proxyCalls = 0;
+    for (let round = 0; round < ROUNDS; round++) {
+      runs.direct.push(await cannon([direct], directBody, connections));
+      const cpu0 = await ask(px.child, "cpu");
+      const r = await cannon(proxied.slice(round * 16, round * 16 + 16), clientBody, connections);
+      const cpu1 = await ask(px.child, "cpu");
+      proxyCpuUs += cpu1 - cpu0;
+      proxyCalls += r.total;
+      runs.proxied.push(r);
+      runs.bare.push(await cannon([bare], directBody, connections));
+    }
+    const counted = await ask(px.child, "count");
+    const summary = (rs: Awaited<ReturnType<typeof cannon>>[]) => ({
+      reqPerSec: mean(rs.map((r) => r.reqPerSec)),
+      p50: mean(rs.map((r) => r.p50)),
+      p99: mean(rs.map((r) => r.p99)),
+      errors: rs.reduce((a, r) => a + r.errors, 0),
+    });
+    const d = summary(runs.direct);
+    const p = summary(runs.proxied);
+    const b = summary(runs.bare);
+    return {
+      name,
+      upstreamDelayMs: delayMs,
+      connections,
+      sequential: seq,
+      throughput: { direct: d, proxied: p, barePassthrough: b, ratio: p.reqPerSec / d.reqPerSec, bareRatio: b.reqPerSec / d.reqPerSec },
+      proxyCpuMicrosPerCall: proxyCpuUs / proxyCalls,
+      capture: { ...counted, proxiedCalls: proxyCalls + seqCalls + 200 },
+    };
+  } finally {
+    px.child.kill();
+    up.child.kill();
+  }
+}
+
+async function main() {
+  const started = Date.now();
+  const scenarios = [];
+  scenarios.push(await scenario("instant upstream (CPU-bound)", 0, 32, 2000));
+  // PROFILE=proxy QUICK=1: one scenario with a CPU profile of the proxy process in /tmp/proxy-prof
+  if (process.env.QUICK) return console.log(JSON.stringify(scenarios[0], null, 1));
+  scenarios.push(await scenario("model-like upstream, 20 ms per call", 20, 64, 400));
+  scenarios.push(await scenario("model-like upstream, 50 ms per call", 50, 64, 200));
+  const results = {
+    date: new Date().toISOString(),
+    node: process.version,
+    cpus: cpus().length,
+    loadAverageAtEnd: (await import("node:os")).loadavg(),
+    scenarios,
+    seconds: (Date.now() - started) / 1000,
+  };
+  writeFileSync(join(here, "results/proxy.json"), `${JSON.stringify(results, null, 2)}\n`);
+  const f = (x: number, digits = 3) => x.toFixed(digits);
+  const lines = [
+    "# Proxy benchmark",
+    "",
+    `${results.date}, Node ${results.node}, ${results.cpus} CPUs shared by the load generator, the proxy and the upstream ` +
+      `(and other users: load average ${results.loadAverageAtEnd.map((x) => x.toFixed(1)).join(" / ")} at the end). ` +
+      "Command: `pnpm exec tsx bench/proxy.ts`.",
+    "Capture on: every proxied call is recorded as a span (bodies included) in an InMemoryLightningStore.",
+    "",
+    "| scenario | direct p50 / p99 ms | proxied p50 / p99 ms | **added p50** / p99 ms | direct req/s | proxied req/s | **ratio** | bare pass-through ratio | proxy CPU µs/call | spans / proxied calls |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+    ...scenarios.map(
+      (s) =>
+        `| ${s.name} | ${f(s.sequential.direct.p50)} / ${f(s.sequential.direct.p99)} | ${f(s.sequential.proxied.p50)} / ${f(s.sequential.proxied.p99)} | **${f(s.sequential.added.p50)}** / ${f(s.sequential.added.p99)} | ${f(s.throughput.direct.reqPerSec, 0)} | ${f(s.throughput.proxied.reqPerSec, 0)} | **${f(s.throughput.ratio * 100, 1)} %** | ${f(s.throughput.bareRatio * 100, 1)} % | ${f(s.proxyCpuMicrosPerCall, 0)} | ${s.capture.spans} / ${s.capture.proxiedCalls} (${s.capture.withIds} with token ids) |`,
+    ),
+    "",
+    `Latency columns: one keep-alive connection, sequential calls timed with hrtime. Throughput: autocannon, ${ROUNDS} × ${SECONDS} s per side, ` +
+      "direct / proxied / bare rounds interleaved, means reported. \"Bare pass-through\" is a 20-line node:http proxy with no " +
+      "features (no parsing, routing, retries or capture) in the proxy's process: the floor for any Node proxy here.",
+    "Targets (issue 5): < 1 ms p50 added latency, > 70 % of direct throughput. Spans can exceed the calls counted when " +
+      "autocannon aborts calls at the end of a run (those are recorded as partial).",
+    "",
+  ];
+  writeFileSync(join(here, "results/proxy.md"), lines.join("\n"));
+  console.log(lines.join("\n"));
+  process.exit(0);
+}
+
+// ---------------------------------------------------------------- child roles
+if (role === "upstream") {
+  const { startMockLLMServer } = await import("@agl/core/mock-llm");
+  const delayMs = Number(process.argv[3] ?? "0");
+  const server = await startMockLLMServer({ respond: () => ({ content: REPLY }), ...(delayMs ? { delayMs } : {}) });
+  // the mock keeps every request for tests; a benchmark must not grow memory with it
+  setInterval(() => server.requests.splice(0), 200).unref();
+  process.on("SIGTERM", () => process.exit(0));
+  process.send!({ url: server.url });
+} else if (role === "proxy") {
+  const { InMemoryLightningStore } = await import("@agl/core");
+  const { LLMProxy } = await import("@agl/proxy");
+  const store = new InMemoryLightningStore({ watchdog: false });
+  const ids: Array<[string, string]> = [];
+  for (let i = 0; i < 64; i++) {
+    const r = await store.startRollout({ input: { i } });
+    ids.push([r.rollout_id, r.attempt.attempt_id]);
+  }
+  const upstream = new URL(process.argv[3]!);
+  const proxy = new LLMProxy({
+    store,
+    backends: [{ url: upstream.href }],
+    model: "policy",
+    healthCheckIntervalMs: 0,
+    logger: { warn: () => {}, error: (m) => console.error(m) },
+  });
+  const url = await proxy.start();
+  const bareAgent = new Agent({ keepAlive: true, maxSockets: 1024 });
+  const bare = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      const out = request(
+        {
+          hostname: upstream.hostname,
+          port: upstream.port,
+          path: "/v1/chat/completions",
+          method: "POST",
+          agent: bareAgent,
+          headers: { "content-type": "application/json", "content-length": body.length },
+        },
+        (up) => {
+          const parts: Buffer[] = [];
+          up.on("data", (c: Buffer) => parts.push(c));
+          up.on("end", () => {
+            const b = Buffer.concat(parts);
+            res.writeHead(up.statusCode ?? 502, { "content-type": "application/json", "content-length": b.length });
+            res.end(b);
+          });
+        },
+      );
+      out.end(body);
+    });
+  });
+  await new Promise<void>((r) => bare.listen(0, "127.0.0.1", r));
+  process.on("SIGTERM", () => process.exit(0));
+  process.on("message", async (m: any) => {
+    if (m === "cpu") {
+      const u = process.cpuUsage();
+      process.send!(u.user + u.system);
+    } else if (m === "count") {
+      await proxy.flush();
+      let spans = 0;
+      let withIds = 0;
+      for (const [rid] of ids) {
+        const items = (await store.querySpans(rid)).items;
+        spans += items.length;
+        withIds += items.filter((s) => Array.isArray(s.attributes.response_token_ids)).length;
+      }
+      process.send!({ spans, withIds });
+    }
+  });
+  process.send!({ url, ids, bareUrl: `http://127.0.0.1:${(bare.address() as AddressInfo).port}` });
+} else {
+  await main();
+}

@@ -1,0 +1,38 @@
+/**
+ * A server in its own process for bench/store.ts (so client and server each get a core):
+ *   tsx bench/support/http-server.ts store <uri>   the store server (@agl/store) on the store at <uri>
+ *   tsx bench/support/http-server.ts trivial       a trivial hono endpoint (the HTTP ceiling)
+ * Prints the base URL on stdout, runs until stdin closes.
+ */
+import { createRequire } from "node:module";
+import { openStore, silentServerLogger, startStoreServer } from "@agl/store";
+
+// The ceiling must use the very server library of @agl/store, so load it from that package.
+const storeRequire = createRequire(new URL("../../packages/store/package.json", import.meta.url));
+const { serve } = storeRequire("@hono/node-server") as typeof import("@hono/node-server");
+const { Hono } = storeRequire("hono") as typeof import("hono");
+
+const [mode, uri] = process.argv.slice(2);
+let close: () => Promise<void>;
+if (mode === "store") {
+  const store = await openStore(uri!, { postgres: { poolSize: 16 } });
+  const server = await startStoreServer({ store, port: 0, logger: silentServerLogger, closeStore: true });
+  close = server.close;
+  console.log(server.url);
+} else if (mode === "trivial") {
+  const app = new Hono();
+  app.get("/health", (c) => c.json({ status: "ok" }));
+  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
+    const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, () => resolve(s));
+  });
+  const address = server.address() as { port: number };
+  close = () => new Promise((resolve) => server.close(() => resolve()));
+  console.log(`http://127.0.0.1:${address.port}`);
+} else {
+  console.error("usage: http-server.ts store <uri> | trivial");
+  process.exit(2);
+}
+process.stdin.resume();
+process.stdin.once("end", () => {
+  close().then(() => process.exit(0));
+});

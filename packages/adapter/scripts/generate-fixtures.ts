@@ -1,0 +1,219 @@
+/**
+ * Regenerates packages/adapter/test/fixtures/*.json by running the REAL instrumentation libraries
+ * against the local vLLM-like mock server, for one fixed two-turn tool-calling conversation.
+ *
+ *   pnpm --filter @agl/adapter fixtures          (or: pnpm exec tsx packages/adapter/scripts/generate-fixtures.ts)
+ *
+ * Each family runs in its own child process because the instrumentations patch the same `openai`
+ * prototypes. Every fixture holds the spans (converted to the store's Span shape) and the HTTP
+ * exchange the mock server saw, which the tests use as ground truth.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { spanFromReadable } from "@agl/core";
+import { startMockLLMServer } from "@agl/core/mock-llm";
+import { context } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from "@opentelemetry/sdk-trace-base";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const outDir = join(here, "..", "test", "fixtures");
+
+export const FAMILIES = ["genai-new", "genai-old", "openinference", "vercel-ai", "langfuse", "agl"] as const;
+type Family = (typeof FAMILIES)[number];
+
+const SYSTEM = "You are a calculator. Use the add tool.";
+const QUESTION = "What is 2+3?";
+const TOOL_RESULT = "5";
+const FINAL = "The answer is 5.";
+const TOOL_CALL_ID = "call_add_1";
+const TOOLS = [
+  {
+    type: "function" as const,
+    function: {
+      name: "add",
+      description: "Add two integers",
+      parameters: {
+        type: "object",
+        properties: { a: { type: "integer" }, b: { type: "integer" } },
+        required: ["a", "b"],
+        additionalProperties: false,
+      },
+    },
+  },
+];
+
+interface Exchange {
+  request: any;
+  response: any;
+}
+
+async function runFamily(family: Family): Promise<void> {
+  const mock = await startMockLLMServer({
+    respond: (req) => {
+      const messages: any[] = req.body?.messages ?? [];
+      if (messages.some((m) => m.role === "tool")) return { content: FINAL };
+      return { content: null, tool_calls: [{ id: TOOL_CALL_ID, name: "add", arguments: '{"a":2,"b":3}' }] };
+    },
+  });
+  const exchanges: Exchange[] = [];
+  const recordingFetch: typeof fetch = async (input, init) => {
+    const response = await fetch(input, init);
+    const text = await response.clone().text();
+    exchanges.push({ request: JSON.parse(String(init?.body ?? "null")), response: JSON.parse(text) });
+    return response;
+  };
+  // Without a context manager, nested spans (Vercel's doGenerate under generateText) lose their parent.
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  const exporter = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  const versions: Record<string, string> = {};
+  try {
+    const { default: OpenAI } = await import("openai");
+    const client = () => new OpenAI({ baseURL: mock.baseURL, apiKey: "test", fetch: recordingFetch });
+    const conversation = async (create: (body: any) => Promise<any>) => {
+      const messages: any[] = [
+        { role: "system", content: SYSTEM },
+        { role: "user", content: QUESTION },
+      ];
+      const first = await create({
+        model: "mock-model",
+        messages,
+        tools: TOOLS,
+        return_token_ids: true,
+        logprobs: true,
+      });
+      messages.push(first.choices[0].message);
+      messages.push({
+        role: "tool",
+        tool_call_id: first.choices[0].message.tool_calls[0].id,
+        content: TOOL_RESULT,
+      });
+      await create({ model: "mock-model", messages, tools: TOOLS, return_token_ids: true, logprobs: true });
+    };
+
+    if (family === "genai-new" || family === "genai-old" || family === "openinference") {
+      const pkg =
+        family === "genai-new"
+          ? "@traceloop/instrumentation-openai"
+          : family === "genai-old"
+            ? "traceloop-openai-legacy"
+            : "@arizeai/openinference-instrumentation-openai";
+      versions[pkg] = await packageVersion(pkg);
+      const mod: any = await import(pkg);
+      const instrumentation = new mod.OpenAIInstrumentation({ traceContent: true, enrichTokens: false });
+      instrumentation.setTracerProvider(provider);
+      if (family === "openinference") instrumentation.manuallyInstrument({ OpenAI });
+      else instrumentation.manuallyInstrument(OpenAI);
+      const c = client();
+      await conversation((body) => c.chat.completions.create(body));
+    } else if (family === "langfuse") {
+      versions["@langfuse/openai"] = await packageVersion("@langfuse/openai");
+      const { setLangfuseTracerProvider } = await import("@langfuse/tracing");
+      const { observeOpenAI } = await import("@langfuse/openai");
+      setLangfuseTracerProvider(provider);
+      const c = observeOpenAI(client(), { generationName: "calculator-turn" });
+      await conversation((body) => c.chat.completions.create(body));
+    } else if (family === "vercel-ai") {
+      versions.ai = await packageVersion("ai");
+      versions["@ai-sdk/openai-compatible"] = await packageVersion("@ai-sdk/openai-compatible");
+      const { generateText, tool, stepCountIs, jsonSchema } = await import("ai");
+      const { createOpenAICompatible } = await import("@ai-sdk/openai-compatible");
+      const mockProvider = createOpenAICompatible({
+        name: "mock",
+        baseURL: mock.baseURL,
+        apiKey: "test",
+        fetch: recordingFetch,
+        includeUsage: true,
+      });
+      await generateText({
+        model: mockProvider.chatModel("mock-model"),
+        system: SYSTEM,
+        prompt: QUESTION,
+        tools: {
+          add: tool({
+            description: "Add two integers",
+            inputSchema: jsonSchema<{ a: number; b: number }>(TOOLS[0]!.function.parameters as any),
+            execute: async ({ a, b }) => String(a + b),
+          }),
+        },
+        stopWhen: stepCountIs(2),
+        providerOptions: { mock: { return_token_ids: true, logprobs: true } },
+        experimental_telemetry: {
+          isEnabled: true,
+          tracer: provider.getTracer("ai"),
+          functionId: "calculator",
+        },
+      });
+    } else if (family === "agl") {
+      versions["@agl/core"] = "workspace";
+      const { LightningTracer, instrumentOpenAI } = await import("@agl/core");
+      const tracer = new LightningTracer({
+        name: "fixture",
+        spanProcessors: [new SimpleSpanProcessor(exporter)],
+      });
+      const c = instrumentOpenAI(client(), { tracer });
+      await conversation((body) => c.chat.completions.create(body));
+      await tracer.provider.forceFlush(); // not shutdown: that would clear the shared in-memory exporter
+    }
+    await provider.forceFlush();
+    const spans = exporter
+      .getFinishedSpans()
+      .map((readable, i) =>
+        spanFromReadable(readable, { rolloutId: "ro-fixture", attemptId: "at-fixture", sequenceId: i + 1 }),
+      );
+    mkdirSync(outDir, { recursive: true });
+    const file = join(outDir, `${family}.json`);
+    writeFileSync(
+      file,
+      `${JSON.stringify({ family, generatedBy: "scripts/generate-fixtures.ts", versions, exchanges, spans }, null, 2)}\n`,
+    );
+    console.log(`${family}: ${spans.length} spans, ${exchanges.length} HTTP exchanges -> ${file}`);
+  } finally {
+    await provider.shutdown();
+    await mock.close();
+  }
+}
+
+async function packageVersion(name: string): Promise<string> {
+  const { createRequire } = await import("node:module");
+  const require = createRequire(import.meta.url);
+  const { readFileSync } = await import("node:fs");
+  let dir = dirname(require.resolve(name));
+  for (;;) {
+    try {
+      const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+      if (pkg.version && (pkg.name === name || name === "traceloop-openai-legacy")) return pkg.version;
+    } catch {
+      // keep climbing
+    }
+    const up = dirname(dir);
+    if (up === dir) return "unknown";
+    dir = up;
+  }
+}
+
+const requested = process.argv[2] as Family | undefined;
+if (requested) {
+  if (!FAMILIES.includes(requested))
+    throw new Error(`unknown family ${requested}; one of ${FAMILIES.join(", ")}`);
+  await runFamily(requested);
+} else {
+  let failed = 0;
+  for (const family of FAMILIES) {
+    const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), family], {
+      stdio: "inherit",
+    });
+    if (child.status !== 0) {
+      failed++;
+      console.error(`${family}: generation failed (exit ${child.status})`);
+    }
+  }
+  process.exit(failed ? 1 : 0);
+}

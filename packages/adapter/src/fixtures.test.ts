@@ -1,0 +1,170 @@
+/**
+ * Fixtures recorded by scripts/generate-fixtures.ts from the REAL instrumentation libraries (OpenLLMetry
+ * old and new semconv, OpenInference, Vercel AI SDK, Langfuse, and our own instrumentOpenAI) running one
+ * two-turn tool-calling conversation against the mock vLLM server. Every family must normalise to the
+ * same LLM calls as our tracer, and to the HTTP exchange the server actually saw.
+ */
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import type { Span } from "@agl/core";
+import { describe, expect, it } from "vitest";
+import { fromOpenAIMessages, fromOpenAITools, type LlmCall, normalizeFinishReason } from "./llm-call.js";
+import { looksLikeLlmCall, readLlmCall } from "./readers/index.js";
+import { TraceToMessages } from "./trace-to-messages.js";
+import { TraceToTriplets } from "./trace-to-triplets.js";
+import { TraceTree } from "./tree.js";
+
+interface Fixture {
+  family: string;
+  versions: Record<string, string>;
+  exchanges: Array<{ request: any; response: any }>;
+  spans: Span[];
+}
+
+const load = (family: string): Fixture =>
+  JSON.parse(
+    readFileSync(fileURLToPath(new URL(`../test/fixtures/${family}.json`, import.meta.url)), "utf8"),
+  );
+
+/** What each library does not record; the comparison blanks these out on both sides. */
+const LOSSES: Record<
+  string,
+  { responseId?: true; toolCallIds?: true; inputToolCalls?: true; finishReason?: true }
+> = {
+  agl: {},
+  "genai-new": {},
+  // OpenLLMetry ≤ 0.22 writes no response id, drops tool-call ids and the assistant's earlier tool calls
+  "genai-old": { responseId: true, toolCallIds: true, inputToolCalls: true },
+  openinference: {},
+  "vercel-ai": {},
+  // observeOpenAI records neither the response id nor the finish reason
+  langfuse: { responseId: true, finishReason: true },
+};
+const FAMILIES = Object.keys(LOSSES);
+
+type Comparable = Pick<
+  LlmCall,
+  "responseId" | "model" | "input" | "output" | "tools" | "usage" | "finishReason"
+>;
+
+function comparable(call: Comparable, family: string): Comparable {
+  const loss = LOSSES[family]!;
+  const strip = (messages: LlmCall["input"], isInput: boolean) =>
+    messages.map((m) => {
+      const out = { ...m };
+      if (loss.toolCallIds) {
+        delete out.tool_call_id;
+        if (out.tool_calls) out.tool_calls = out.tool_calls.map((c) => ({ ...c, id: null }));
+      }
+      if (isInput && loss.inputToolCalls) delete out.tool_calls;
+      return out;
+    });
+  return {
+    responseId: loss.responseId ? null : call.responseId,
+    model: call.model,
+    input: strip(call.input, true),
+    output: strip(call.output, false),
+    tools: call.tools,
+    usage: call.usage,
+    finishReason: loss.finishReason ? null : call.finishReason,
+  };
+}
+
+/** Ground truth: the chat completion requests and responses the mock server exchanged. */
+function fromWire(fixture: Fixture): Comparable[] {
+  return fixture.exchanges.map(({ request, response }) => ({
+    responseId: response.id,
+    model: response.model,
+    input: fromOpenAIMessages(request.messages),
+    output: fromOpenAIMessages(response.choices.map((c: any) => c.message)),
+    tools: fromOpenAITools(request.tools),
+    usage: { inputTokens: response.usage.prompt_tokens, outputTokens: response.usage.completion_tokens },
+    finishReason: normalizeFinishReason(response.choices[0].finish_reason),
+  }));
+}
+
+const callsOf = (fixture: Fixture) =>
+  fixture.spans
+    .filter(looksLikeLlmCall)
+    .sort((a, b) => a.start_time! - b.start_time!)
+    .map((s) => readLlmCall(s)!);
+
+describe("real-library fixtures normalise to the same LLM calls", () => {
+  const ours = callsOf(load("agl"));
+
+  it.each(FAMILIES)("%s: equals the wire exchange and our tracer's calls", (family) => {
+    const fixture = load(family);
+    const calls = callsOf(fixture);
+    expect(calls).toHaveLength(2);
+    const got = calls.map((c) => comparable(c, family));
+    expect(got).toEqual(fromWire(fixture).map((c) => comparable(c, family)));
+    expect(got).toEqual(ours.map((c) => comparable(c, family)));
+  });
+
+  it("every family's second call carries the tool round trip (unless the library drops it)", () => {
+    for (const family of FAMILIES) {
+      const [, second] = callsOf(load(family));
+      expect(
+        second!.input.map((m) => m.role),
+        family,
+      ).toEqual(["system", "user", "assistant", "tool"]);
+      expect(second!.output[0]!.content, family).toBe("The answer is 5.");
+    }
+  });
+
+  it("token ids: our tracer and OpenInference (response body) carry the engine's ids; TraceToTriplets emits them", () => {
+    for (const family of ["agl", "openinference"]) {
+      const fixture = load(family);
+      const triplets = new TraceToTriplets().adapt(fixture.spans);
+      expect(
+        triplets.map((t) => t.prompt.token_ids),
+        family,
+      ).toEqual(fixture.exchanges.map((e) => e.response.prompt_token_ids));
+      expect(
+        triplets.map((t) => t.response.token_ids),
+        family,
+      ).toEqual(fixture.exchanges.map((e) => e.response.choices[0].token_ids));
+      expect(
+        triplets.map((t) => t.response.logprobs),
+        family,
+      ).toEqual(
+        fixture.exchanges.map((e) => e.response.choices[0].logprobs.content.map((x: any) => x.logprob)),
+      );
+    }
+  });
+
+  it("families without token ids get a diagnostic that names the library and the fix", () => {
+    const { output, diagnostics } = new TraceToTriplets().adaptWithDiagnostics(load("vercel-ai").spans);
+    expect(output).toHaveLength(2);
+    const missing = diagnostics.diagnostics.filter((d) => d.code === "missing_token_ids");
+    expect(missing).toHaveLength(2);
+    expect(missing[0]!.message).toMatch(/vercel-ai instrumentation never records token ids.*@agl\/proxy/);
+  });
+
+  it("Vercel spans nest doGenerate and the tool call under generateText; only doGenerate counts as a call", () => {
+    const fixture = load("vercel-ai");
+    const tree = TraceTree.fromSpans(fixture.spans);
+    expect(tree.root.span.name).toBe("ai.generateText");
+    expect(tree.root.children.map((c) => c.span.name)).toEqual([
+      "ai.generateText.doGenerate",
+      "ai.toolCall",
+      "ai.generateText.doGenerate",
+    ]);
+    const analysis = new TraceToTriplets().analyze(fixture.spans);
+    expect(analysis.calls.map((c) => c.node.span.name)).toEqual([
+      "ai.generateText.doGenerate",
+      "ai.generateText.doGenerate",
+    ]);
+  });
+
+  it("TraceToMessages gives the same fine-tuning examples from every family that keeps tool-call ids", () => {
+    const expected = new TraceToMessages().adapt(load("agl").spans);
+    expect(expected.at(-1)!.messages.at(-1)).toEqual({ role: "assistant", content: "The answer is 5." });
+    for (const family of ["genai-new", "openinference", "vercel-ai", "langfuse"]) {
+      const spans = load(family)
+        .spans.slice()
+        .sort((a, b) => a.start_time! - b.start_time!);
+      expect(new TraceToMessages().adapt(spans), family).toEqual(expected);
+    }
+  });
+});

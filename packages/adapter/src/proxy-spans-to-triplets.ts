@@ -1,0 +1,155 @@
+import type { Span, Triplet } from "@agl/core";
+import type { AdapterResult, DiagnosingAdapter } from "./adapter.js";
+import { attrs, rewardOf } from "./conventions.js";
+import { DiagnosticsCollector } from "./diagnostics.js";
+import type { LlmCall } from "./llm-call.js";
+import { readLlmCall } from "./readers/index.js";
+
+export interface ProxySpansToTripletsOptions {
+  /** Keep calls the proxy marked as failed (`agl.proxy.status` = "error"); default false. */
+  keepFailedCalls?: boolean;
+}
+
+/**
+ * Spans recorded by an LLM proxy (ours, or Agent Lightning's LiteLLM proxy) → triplets, one per call
+ * with both token lists. Every span of one proxied request shares its sequence id, so spans are
+ * ordered by `(sequence_id, start_time)`, and each reward goes to the most recent unrewarded call
+ * whose sequence id is strictly smaller than the reward's.
+ */
+export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]> {
+  readonly name = "ProxySpansToTriplets";
+  constructor(private readonly options: ProxySpansToTripletsOptions = {}) {}
+
+  adapt(spans: Span[]): Triplet[] {
+    return this.adaptWithDiagnostics(spans).output;
+  }
+
+  adaptWithDiagnostics(spans: Span[]): AdapterResult<Triplet[]> {
+    const diagnostics = new DiagnosticsCollector();
+    const ordered = spans
+      .map((span, index) => ({ span, index }))
+      .sort(
+        (a, b) =>
+          a.span.sequence_id - b.span.sequence_id ||
+          (a.span.start_time ?? 0) - (b.span.start_time ?? 0) ||
+          a.index - b.index,
+      )
+      .map((x) => x.span);
+
+    interface Item {
+      call: LlmCall;
+      seq: number;
+      reward: number | null;
+    }
+    const items: Item[] = [];
+    const byResponseId = new Map<string, Item>();
+    let sawLlmSpan = false;
+    for (const span of ordered) {
+      const reward = rewardOf(span);
+      if (reward !== null) {
+        let target: Item | null = null;
+        for (let i = items.length - 1; i >= 0; i--) {
+          const item = items[i]!;
+          if (item.reward === null && item.seq < span.sequence_id) {
+            target = item;
+            break;
+          }
+        }
+        if (target) target.reward = reward;
+        else {
+          const earlier = items.filter((i) => i.seq < span.sequence_id);
+          diagnostics.add(
+            "reward_unmatched",
+            "warning",
+            `reward ${reward} (sequence ${span.sequence_id}) matched no call: ${
+              earlier.length === 0
+                ? "no call has a smaller sequence id (a call with an equal sequence id is never eligible)"
+                : "every earlier call already has a reward"
+            }`,
+            {
+              spanId: span.span_id,
+              spanName: span.name,
+              details: { value: reward, sequenceId: span.sequence_id },
+            },
+          );
+        }
+        continue;
+      }
+      const call = this.readProxyCall(span, diagnostics);
+      if (call === undefined) continue;
+      sawLlmSpan = true;
+      if (call === null) continue;
+      const existing = call.responseId ? byResponseId.get(call.responseId) : undefined;
+      if (existing) {
+        diagnostics.add(
+          "duplicate_response_id",
+          "info",
+          `response id ${call.responseId} seen again in "${span.name}"; kept the first`,
+          {
+            spanId: span.span_id,
+            spanName: span.name,
+          },
+        );
+        continue;
+      }
+      const item: Item = { call, seq: span.sequence_id, reward: null };
+      items.push(item);
+      if (call.responseId) byResponseId.set(call.responseId, item);
+    }
+    if (!sawLlmSpan) {
+      const names = [...new Set(spans.map((s) => s.name))];
+      diagnostics.add(
+        "no_llm_span_matched",
+        "error",
+        `no proxy LLM span found (expected openai.chat.completion / openai.completion with token ids, or raw_gen_ai_request); span names seen: ${names.join(", ") || "(none)"}`,
+        { details: { spanNames: names } },
+      );
+    }
+    const output = items.map(({ call, reward }) => ({
+      prompt: { token_ids: call.promptTokenIds!, raw_content: call.input, image_urls: call.imageUrls },
+      response: { token_ids: call.responseTokenIds!, raw_content: call.output, logprobs: call.logprobs },
+      reward,
+      metadata: {
+        response_id: call.responseId,
+        request: call.request,
+        response: call.response,
+        model: call.model,
+      },
+    }));
+    return { output, diagnostics: diagnostics.report() };
+  }
+
+  /** undefined: not an LLM span at all; null: an LLM span that cannot be used (diagnosed). */
+  private readProxyCall(span: Span, diagnostics: DiagnosticsCollector): LlmCall | null | undefined {
+    const isLiteLLM = span.name === "raw_gen_ai_request" || span.name === "litellm_request";
+    const isOurs = /^openai\.(chat\.)?completion$/.test(span.name);
+    if (!isLiteLLM && !isOurs) return undefined;
+    const a = attrs(span);
+    if (!this.options.keepFailedCalls && a["agl.proxy.status"] === "error") {
+      diagnostics.add(
+        "proxy_span_without_token_ids",
+        "warning",
+        `call in "${span.name}" failed upstream (${a["agl.proxy.error"] ?? `HTTP ${a["agl.proxy.http_status"]}`}); skipped`,
+        {
+          spanId: span.span_id,
+          spanName: span.name,
+        },
+      );
+      return null;
+    }
+    const call = readLlmCall(span);
+    if (!call?.promptTokenIds?.length || !call.responseTokenIds?.length) {
+      // litellm_request spans without the client keys are expected: raw_gen_ai_request carries the ids
+      if (span.name === "litellm_request" && !call?.promptTokenIds && !call?.responseTokenIds)
+        return undefined;
+      diagnostics.add(
+        "proxy_span_without_token_ids",
+        "warning",
+        `proxy span "${span.name}" (sequence ${span.sequence_id}) has empty ${!call?.promptTokenIds?.length ? "prompt" : "response"} token ids; the upstream did not return them (vLLM needs return_token_ids)`,
+        { spanId: span.span_id, spanName: span.name },
+      );
+      return null;
+    }
+    return call;
+  }
+}

@@ -1,0 +1,328 @@
+/**
+ * LightningStoreClient: the LightningStore interface over HTTP (Agent Lightning v0.3 REST, §3.1).
+ *
+ * Differences from the Python client, on purpose: errors are typed and never hidden as null; batch
+ * calls use one request (POST /spans/batch, /spans/next/batch; falling back to one request each on
+ * servers without them); waitForRollouts long-polls in chunks instead of refusing timeouts > 0.1 s.
+ */
+import {
+  AttemptedRolloutSchema,
+  AttemptSchema,
+  paginatedSchema,
+  parseOrThrow,
+  ResourcesUpdateSchema,
+  RolloutSchema,
+  SpanSchema,
+  spanFromReadable,
+  StoreClosedError,
+  WorkerSchema,
+  type Attempt,
+  type AttemptedRollout,
+  type AttemptPatch,
+  type AttemptQuery,
+  type EnqueueRolloutRequest,
+  type LightningStore,
+  type NamedResources,
+  type PaginatedResult,
+  type ResourcesQuery,
+  type ResourcesUpdate,
+  type Rollout,
+  type RolloutPatch,
+  type RolloutQuery,
+  type Span,
+  type SpanInput,
+  type SpanQuery,
+  type StartRolloutRequest,
+  type StoreCapabilities,
+  type StoreStatistics,
+  type Worker,
+  type WorkerQuery,
+} from "@agl/core";
+import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
+import { z } from "zod";
+import { HttpError } from "./http/errors.js";
+import { StoreTransport, type TransportOptions } from "./http/transport.js";
+
+export interface LightningStoreClientOptions extends TransportOptions {
+  /** Longest single server-side wait asked for by waitForRollouts, in seconds. Default 10. */
+  waitChunkSeconds?: number;
+}
+
+const RolloutOrAttempted = z.unknown().transform((value, ctx) => {
+  const schema = typeof value === "object" && value !== null && "attempt" in value ? AttemptedRolloutSchema : RolloutSchema;
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, code: "custom", message: issue.message });
+    return z.NEVER;
+  }
+  return parsed.data as Rollout | AttemptedRollout;
+});
+
+const PaginatedRollouts = paginatedSchema(RolloutOrAttempted);
+const PaginatedAttempts = paginatedSchema(AttemptSchema);
+const PaginatedSpans = paginatedSchema(SpanSchema);
+const PaginatedResources = paginatedSchema(ResourcesUpdateSchema);
+const PaginatedWorkers = paginatedSchema(WorkerSchema);
+
+/** camelCase query options → the wire's snake_case keys, leaving out undefined and null. */
+function wireQuery(query: object | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(query ?? {})) {
+    if (value === undefined || value === null) continue;
+    out[key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = value;
+  }
+  return out;
+}
+
+const enc = encodeURIComponent;
+
+/** Set by the agl store server on POST /waits/rollouts when the wait ended before its cap. */
+const WAIT_COMPLETE_HEADER = "x-agl-wait-complete";
+
+export class LightningStoreClient implements LightningStore {
+  readonly capabilities: StoreCapabilities = {
+    thread_safe: true,
+    async_safe: true,
+    zero_copy: false,
+    otlp_traces: true,
+  };
+  readonly url: string;
+  private readonly http: StoreTransport;
+  private readonly waitChunkSeconds: number;
+  private closed = false;
+  /** Whether the server has the batch span routes (learned on first use). */
+  private batchRoutes: boolean | undefined;
+
+  constructor(options: LightningStoreClientOptions | string) {
+    const opts = typeof options === "string" ? { url: options } : options;
+    this.http = new StoreTransport(opts);
+    this.url = this.http.root;
+    this.waitChunkSeconds = opts.waitChunkSeconds ?? 10;
+  }
+
+  /** Where OTLP exporters should send traces for this store. */
+  otlpTracesEndpoint(): string {
+    return `${this.url}/v1/traces`;
+  }
+
+  /** True when GET /v1/agl/health answers (with the client's health retries). */
+  isHealthy(): Promise<boolean> {
+    return this.http.isHealthy();
+  }
+
+  private async call<T>(
+    schema: z.ZodType<T>,
+    method: "get" | "post",
+    path: string,
+    options: Parameters<StoreTransport["request"]>[2] = {},
+  ): Promise<T> {
+    if (this.closed) throw new StoreClosedError("LightningStoreClient is closed");
+    const body = await this.http.request<unknown>(method, path, options);
+    return parseOrThrow(schema, body, `response of ${method.toUpperCase()} ${path}`);
+  }
+
+  async statistics(): Promise<StoreStatistics> {
+    return (await this.call(z.record(z.string(), z.unknown()), "get", "statistics")) as StoreStatistics;
+  }
+
+  // --- rollouts and the queue
+  startRollout(request: StartRolloutRequest): Promise<AttemptedRollout> {
+    return this.call(AttemptedRolloutSchema, "post", "rollouts", { json: request });
+  }
+
+  async enqueueRollout(request: EnqueueRolloutRequest): Promise<Rollout> {
+    const [rollout] = await this.enqueueManyRollouts([request]);
+    return rollout!;
+  }
+
+  enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
+    return this.call(z.array(RolloutSchema), "post", "queues/rollouts/enqueue", { json: { rollouts: requests } });
+  }
+
+  async dequeueRollout(options: { workerId?: string | null } = {}): Promise<AttemptedRollout | null> {
+    const [claimed] = await this.dequeueManyRollouts({ limit: 1, workerId: options.workerId ?? null });
+    return claimed ?? null;
+  }
+
+  /** Never retried: a retry after a lost answer could claim rollouts nobody runs. */
+  async dequeueManyRollouts(options: { limit: number; workerId?: string | null }): Promise<AttemptedRollout[]> {
+    if (options.limit <= 0) return [];
+    return this.call(z.array(AttemptedRolloutSchema), "post", "queues/rollouts/dequeue", {
+      json: { limit: options.limit, worker_id: options.workerId ?? null },
+      retry: false,
+    });
+  }
+
+  startAttempt(rolloutId: string, options: { workerId?: string | null } = {}): Promise<AttemptedRollout> {
+    return this.call(AttemptedRolloutSchema, "post", `rollouts/${enc(rolloutId)}/attempts`, {
+      json: { worker_id: options.workerId ?? null },
+    });
+  }
+
+  queryRollouts(query?: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
+    return this.call(PaginatedRollouts, "post", "rollouts/search", { json: wireQuery(query) });
+  }
+
+  getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
+    return this.call(RolloutOrAttempted.nullable(), "get", `rollouts/${enc(rolloutId)}`);
+  }
+
+  updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout> {
+    return this.call(RolloutSchema, "post", `rollouts/${enc(rolloutId)}`, { json: patch });
+  }
+
+  /**
+   * Long-poll: each request asks the server to wait up to `waitChunkSeconds` (the server may cap it
+   * lower), until every id is terminal or the deadline passes. timeout null = no deadline.
+   */
+  async waitForRollouts(rolloutIds: string[], options: { timeoutSeconds?: number | null } = {}): Promise<Rollout[]> {
+    const timeout = options.timeoutSeconds === undefined ? null : options.timeoutSeconds;
+    const done = new Map<string, Rollout>();
+    const remaining = () => [...new Set(rolloutIds)].filter((id) => !done.has(id));
+    const deadline = timeout === null ? Number.POSITIVE_INFINITY : Date.now() + Math.max(0, timeout) * 1000;
+    for (;;) {
+      const ids = remaining();
+      if (ids.length === 0) break;
+      const left = (deadline - Date.now()) / 1000;
+      const chunk = timeout !== null && timeout <= 0 ? 0 : Math.max(0, Math.min(this.waitChunkSeconds, left));
+      // The server says whether its wait ended on its own (every known id finished; unknown ids
+      // never finish) rather than at its cap, so unknown ids do not keep us polling to the deadline.
+      let complete = false;
+      const finished = await this.call(z.array(RolloutSchema), "post", "waits/rollouts", {
+        json: { rollout_ids: ids, timeout: chunk },
+        timeoutMs: chunk * 1000 + 30_000,
+        onResponse: (res) => {
+          complete = res.headers.get(WAIT_COMPLETE_HEADER) === "1";
+        },
+      });
+      for (const rollout of finished) done.set(rollout.rollout_id, rollout);
+      if (complete || chunk === 0 || Date.now() >= deadline) break;
+    }
+    return [...done.values()];
+  }
+
+  // --- attempts
+  queryAttempts(rolloutId: string, query?: AttemptQuery): Promise<PaginatedResult<Attempt>> {
+    return this.call(PaginatedAttempts, "post", `rollouts/${enc(rolloutId)}/attempts/search`, {
+      json: wireQuery(query),
+    });
+  }
+
+  getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
+    return this.call(AttemptSchema.nullable(), "get", `rollouts/${enc(rolloutId)}/attempts/latest`);
+  }
+
+  updateAttempt(rolloutId: string, attemptId: string, patch: AttemptPatch): Promise<Attempt> {
+    return this.call(AttemptSchema, "post", `rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}`, { json: patch });
+  }
+
+  // --- resources
+  addResources(resources: NamedResources): Promise<ResourcesUpdate> {
+    return this.call(ResourcesUpdateSchema, "post", "resources", { json: resources });
+  }
+
+  updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate> {
+    return this.call(ResourcesUpdateSchema, "post", `resources/${enc(resourcesId)}`, { json: resources });
+  }
+
+  getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
+    return this.call(ResourcesUpdateSchema.nullable(), "get", `resources/${enc(resourcesId)}`);
+  }
+
+  getLatestResources(): Promise<ResourcesUpdate | null> {
+    return this.call(ResourcesUpdateSchema.nullable(), "get", "resources/latest");
+  }
+
+  queryResources(query?: ResourcesQuery): Promise<PaginatedResult<ResourcesUpdate>> {
+    return this.call(PaginatedResources, "get", "resources", {
+      searchParams: wireQuery(query) as Record<string, string | number>,
+    });
+  }
+
+  // --- spans
+  addSpan(span: SpanInput): Promise<Span | null> {
+    return this.call(SpanSchema.nullable(), "post", "spans", { json: span });
+  }
+
+  async addManySpans(spans: SpanInput[]): Promise<Span[]> {
+    if (spans.length === 0) return [];
+    const batched = await this.batch(() =>
+      this.call(z.array(SpanSchema), "post", "spans/batch", { json: { spans } }),
+    );
+    if (batched) return batched;
+    const stored: Span[] = [];
+    for (const span of spans) {
+      const s = await this.addSpan(span);
+      if (s) stored.push(s);
+    }
+    return stored;
+  }
+
+  async addOtelSpan(rolloutId: string, attemptId: string, span: ReadableSpan, sequenceId?: number): Promise<Span | null> {
+    const seq = sequenceId ?? (await this.getNextSpanSequenceId(rolloutId, attemptId));
+    return this.addSpan(spanFromReadable(span, { rolloutId, attemptId, sequenceId: seq }));
+  }
+
+  async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
+    const body = await this.call(z.object({ sequence_id: z.number().int() }), "post", "spans/next", {
+      json: { rollout_id: rolloutId, attempt_id: attemptId },
+    });
+    return body.sequence_id;
+  }
+
+  async getManySpanSequenceIds(pairs: ReadonlyArray<readonly [string, string]>): Promise<number[]> {
+    if (pairs.length === 0) return [];
+    const batched = await this.batch(async () => {
+      const body = await this.call(z.object({ sequence_ids: z.array(z.number().int()) }), "post", "spans/next/batch", {
+        json: { pairs: pairs.map(([rollout_id, attempt_id]) => ({ rollout_id, attempt_id })) },
+      });
+      return body.sequence_ids;
+    });
+    if (batched) return batched;
+    const ids: number[] = [];
+    for (const [rid, aid] of pairs) ids.push(await this.getNextSpanSequenceId(rid, aid));
+    return ids;
+  }
+
+  querySpans(rolloutId: string, query?: SpanQuery): Promise<PaginatedResult<Span>> {
+    return this.call(PaginatedSpans, "post", "spans/search", { json: { ...wireQuery(query), rollout_id: rolloutId } });
+  }
+
+  // --- workers
+  queryWorkers(query?: WorkerQuery): Promise<PaginatedResult<Worker>> {
+    return this.call(PaginatedWorkers, "post", "workers/search", { json: wireQuery(query) });
+  }
+
+  getWorkerById(workerId: string): Promise<Worker | null> {
+    return this.call(WorkerSchema.nullable(), "get", `workers/${enc(workerId)}`);
+  }
+
+  updateWorker(workerId: string, update?: { heartbeat_stats?: Record<string, unknown> | null }): Promise<Worker> {
+    const body = update?.heartbeat_stats != null ? { heartbeat_stats: update.heartbeat_stats } : {};
+    return this.call(WorkerSchema, "post", `workers/${enc(workerId)}`, { json: body });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  /**
+   * Run a batch-route call; null when the server lacks the route (a 404/405 that is not a store
+   * NotFoundError, e.g. a Python Agent Lightning server), remembered for later calls.
+   */
+  private async batch<T>(fn: () => Promise<T>): Promise<T | null> {
+    if (this.batchRoutes === false) return null;
+    try {
+      const result = await fn();
+      this.batchRoutes = true;
+      return result;
+    } catch (error) {
+      const missingRoute =
+        HttpError.isInstance(error) &&
+        (error.status === 405 || (error.status === 404 && error.errorType !== "NotFoundError"));
+      if (!missingRoute || this.batchRoutes === true) throw error;
+      this.batchRoutes = false;
+      return null;
+    }
+  }
+}

@@ -1,0 +1,413 @@
+import { z } from "zod";
+import { buildRolloutContext } from "../agent/resources.js";
+import { toLitAgent } from "../agent/rollout.js";
+import type { AgentLike, LitAgentLike } from "../agent/types.js";
+import { emitException } from "../emitters/emit.js";
+import { IllegalTransitionError, NotFoundError } from "../errors.js";
+import { consoleLogger, isLogger, type Logger } from "../logger.js";
+import { isLightningStore, parseOptions } from "../options.js";
+import type { LightningStore } from "../store/store.js";
+import { LightningTracer } from "../tracing/tracer.js";
+import { nowSeconds } from "../types/ids.js";
+import type { NamedResources, ResourceInput } from "../types/resources.js";
+import type { AttemptedRollout, Rollout, RolloutMode } from "../types/rollout.js";
+import { recordAgentResult } from "./result-spans.js";
+import { systemSnapshot } from "./system-snapshot.js";
+
+let workerCounter = 0;
+
+export const RunnerOptionsSchema = z.object({
+  store: z.custom<LightningStore>(isLightningStore, "must be a LightningStore"),
+  agent: z.custom<AgentLike>(
+    (v) => typeof v === "function" || (typeof v === "object" && v !== null),
+    "must be an agent",
+  ),
+  /** Rollouts run at the same time by this runner. */
+  concurrency: z.number().int().min(1).default(1),
+  workerId: z.string().min(1).optional(),
+  /** Wait between dequeue attempts when the queue is empty (±25% jitter). */
+  pollIntervalMs: z.number().min(0).default(1000),
+  /** Attempt and worker heartbeats. */
+  heartbeatIntervalSeconds: z.number().positive().default(10),
+  /** Stop after claiming this many rollouts. */
+  maxRollouts: z.number().int().min(1).nullish(),
+  /** On abort, how long in-flight rollouts may still finish before they are marked failed. */
+  gracePeriodMs: z.number().min(0).default(5000),
+  tracer: z
+    .custom<LightningTracer>((v) => v instanceof LightningTracer, "must be a LightningTracer")
+    .optional(),
+  logger: z.custom<Logger>(isLogger, "must have debug/info/warn/error methods").optional(),
+});
+export type RunnerOptions = z.input<typeof RunnerOptionsSchema>;
+
+export interface RunnerSummary {
+  workerId: string;
+  /** Rollouts claimed (dequeued or started) by this runner. */
+  claimed: number;
+  succeeded: number;
+  failed: number;
+  /** Attempts that were finished elsewhere meanwhile (e.g. timed out by the watchdog); result discarded. */
+  stale: number;
+  /** Attempts still running when the grace period ended; marked failed. */
+  abandoned: number;
+  durationSeconds: number;
+}
+
+export type AttemptOutcome =
+  | { status: "succeeded" }
+  | { status: "failed"; error: unknown }
+  | { status: "stale"; reason: string }
+  | { status: "abandoned" };
+
+interface InFlight {
+  attempted: AttemptedRollout;
+  controller: AbortController;
+  abandoned: boolean;
+  done: Promise<AttemptOutcome>;
+}
+
+/**
+ * Claims rollouts from a store and runs an agent on them, up to `concurrency` at a time, tracing each
+ * attempt into the store and marking it succeeded or failed. One process can host many runners; each
+ * rollout's spans are attributed through the async context, never through shared state.
+ */
+export class Runner {
+  readonly workerId: string;
+  readonly store: LightningStore;
+  readonly agent: LitAgentLike & { agentName: string };
+  readonly tracer: LightningTracer;
+  readonly logger: Logger;
+  readonly concurrency: number;
+  private readonly opts: z.output<typeof RunnerOptionsSchema>;
+  private readonly inflight = new Map<string, InFlight>();
+  private wake: () => void = () => {};
+  private running = false;
+
+  constructor(options: RunnerOptions) {
+    this.opts = parseOptions(RunnerOptionsSchema, options, "runner");
+    this.store = this.opts.store;
+    this.agent = toLitAgent(this.opts.agent);
+    this.logger = this.opts.logger ?? consoleLogger();
+    this.tracer = this.opts.tracer ?? new LightningTracer({ logger: this.logger });
+    this.concurrency = this.opts.concurrency;
+    this.workerId = this.opts.workerId ?? `Worker-${process.pid}-${workerCounter++}`;
+  }
+
+  /** Rollouts being run right now. */
+  get inFlightCount(): number {
+    return this.inflight.size;
+  }
+
+  /**
+   * Claim and run rollouts until `signal` aborts or `maxRollouts` have been claimed. On abort, no new
+   * rollouts are claimed; in-flight ones get `gracePeriodMs` to finish, then their agents' signals are
+   * aborted and their attempts marked failed.
+   */
+  async run(options: { signal?: AbortSignal } = {}): Promise<RunnerSummary> {
+    if (this.running) throw new Error(`runner ${this.workerId} is already running`);
+    this.running = true;
+    const signal = options.signal;
+    const started = nowSeconds();
+    const summary: RunnerSummary = {
+      workerId: this.workerId,
+      claimed: 0,
+      succeeded: 0,
+      failed: 0,
+      stale: 0,
+      abandoned: 0,
+      durationSeconds: 0,
+    };
+    const onAbort = () => this.wake();
+    signal?.addEventListener("abort", onAbort);
+    const heartbeat = setInterval(
+      () => void this.workerHeartbeat(),
+      this.opts.heartbeatIntervalSeconds * 1000,
+    );
+    heartbeat.unref();
+    await this.workerHeartbeat();
+    const max = this.opts.maxRollouts ?? Number.POSITIVE_INFINITY;
+    try {
+      while (!signal?.aborted && summary.claimed < max) {
+        const free = this.concurrency - this.inflight.size;
+        if (free <= 0) {
+          await this.sleep(Number.POSITIVE_INFINITY);
+          continue;
+        }
+        const claimed = await this.claim(Math.min(free, max - summary.claimed));
+        if (claimed.length === 0) {
+          if (signal?.aborted) break;
+          await this.sleep(this.jitter(this.opts.pollIntervalMs));
+          continue;
+        }
+        for (const attempted of claimed) {
+          summary.claimed++;
+          this.launch(attempted, summary);
+        }
+      }
+      if (signal?.aborted) await this.drainWithGrace(summary);
+      else await Promise.all([...this.inflight.values()].map((f) => f.done));
+    } finally {
+      clearInterval(heartbeat);
+      signal?.removeEventListener("abort", onAbort);
+      this.running = false;
+    }
+    summary.durationSeconds = nowSeconds() - started;
+    return summary;
+  }
+
+  /**
+   * Run one rollout directly (Agent Lightning `runner.step`): optionally publish `resources`, start a
+   * rollout for `input` on this worker, run the agent and return the finished rollout. An agent error
+   * is recorded on the attempt and then rethrown.
+   */
+  async step(
+    input: unknown,
+    options: { resources?: Record<string, ResourceInput>; mode?: RolloutMode | null } = {},
+  ): Promise<Rollout> {
+    let resourcesId: string | null = null;
+    if (options.resources)
+      resourcesId = (await this.store.addResources(options.resources as NamedResources)).resources_id;
+    const attempted = await this.store.startRollout({
+      input,
+      mode: options.mode ?? null,
+      resources_id: resourcesId,
+      worker_id: this.workerId,
+    });
+    const outcome = await this.executeRollout(attempted);
+    if (outcome.status === "failed") throw outcome.error;
+    const rollout = await this.store.getRolloutById(attempted.rollout_id);
+    if (!rollout) throw new NotFoundError("rollout", attempted.rollout_id);
+    return rollout;
+  }
+
+  /**
+   * Run the agent on one claimed attempt and record the result. Never throws for agent errors (they
+   * become a failed attempt, returned as the outcome); the building block for custom claim loops.
+   */
+  async executeRollout(
+    attempted: AttemptedRollout,
+    options: { signal?: AbortSignal; isAbandoned?: () => boolean } = {},
+  ): Promise<AttemptOutcome> {
+    const rid = attempted.rollout_id;
+    const aid = attempted.attempt.attempt_id;
+    const signal = options.signal ?? new AbortController().signal;
+    const abandoned = options.isAbandoned ?? (() => false);
+    const heartbeat = setInterval(
+      () => void this.attemptHeartbeat(rid, aid),
+      this.opts.heartbeatIntervalSeconds * 1000,
+    );
+    heartbeat.unref();
+    try {
+      try {
+        await this.store.updateAttempt(rid, aid, { status: "running", last_heartbeat_time: nowSeconds() });
+      } catch (error) {
+        if (IllegalTransitionError.isInstance(error) || NotFoundError.isInstance(error)) {
+          this.logger.info(`attempt ${aid} of ${rid} cannot run any more: ${(error as Error).message}`);
+          return { status: "stale", reason: (error as Error).message };
+        }
+        throw error;
+      }
+      const trace = this.tracer.traceAttempt({ rolloutId: rid, attemptId: aid, store: this.store });
+      let failure: unknown;
+      let hasFailure = false;
+      try {
+        const resources = await this.loadResources(attempted);
+        const context = buildRolloutContext(attempted, resources, signal, this.logger);
+        const method = attempted.mode === "train" ? "trainingRollout" : "validationRollout";
+        const result = await trace.run(async () => this.agent[method](attempted.input, context));
+        recordAgentResult(result, trace, this.logger);
+      } catch (error) {
+        failure = error;
+        hasFailure = true;
+        trace.addCoreFields(emitException(error, { propagate: false }));
+      }
+      await trace.flush();
+      if (abandoned()) return { status: "abandoned" };
+      return hasFailure
+        ? await this.finish(attempted, "failed", failure)
+        : await this.finish(attempted, "succeeded");
+    } finally {
+      clearInterval(heartbeat);
+    }
+  }
+
+  private async finish(
+    attempted: AttemptedRollout,
+    status: "succeeded" | "failed",
+    error?: unknown,
+  ): Promise<AttemptOutcome> {
+    const rid = attempted.rollout_id;
+    const aid = attempted.attempt.attempt_id;
+    try {
+      if (status === "succeeded") {
+        await this.store.updateAttempt(rid, aid, { status });
+        return { status };
+      }
+      this.logger.warn(`rollout ${rid} attempt ${aid} failed: ${(error as Error)?.message ?? String(error)}`);
+      await this.store.updateAttempt(rid, aid, {
+        status,
+        metadata: { ...(attempted.attempt.metadata ?? {}), error: describeError(error) },
+      });
+      return { status, error };
+    } catch (storeError) {
+      if (IllegalTransitionError.isInstance(storeError) || NotFoundError.isInstance(storeError)) {
+        // E.g. the watchdog timed the attempt out while the agent was still working.
+        this.logger.info(
+          `attempt ${aid} of ${rid} was finished elsewhere; result not applied: ${(storeError as Error).message}`,
+        );
+        return { status: "stale", reason: (storeError as Error).message };
+      }
+      this.logger.error(`could not mark attempt ${aid} of ${rid} ${status}`, storeError);
+      return { status: "failed", error: storeError };
+    }
+  }
+
+  private async loadResources(attempted: AttemptedRollout): Promise<NamedResources> {
+    if (attempted.resources_id) {
+      const update = await this.store.getResourcesById(attempted.resources_id);
+      if (!update) {
+        throw new NotFoundError(
+          "resources",
+          attempted.resources_id,
+          `Resources ${attempted.resources_id} of rollout ${attempted.rollout_id} not found in the store`,
+        );
+      }
+      return update.resources;
+    }
+    const latest = await this.store.getLatestResources();
+    if (!latest) {
+      throw new NotFoundError(
+        "resources",
+        "latest",
+        `No resources in the store for rollout ${attempted.rollout_id}: publish resources (e.g. Trainer initialResources or store.addResources) before running rollouts`,
+      );
+    }
+    return latest.resources;
+  }
+
+  private async claim(limit: number): Promise<AttemptedRollout[]> {
+    try {
+      if (limit === 1) {
+        const one = await this.store.dequeueRollout({ workerId: this.workerId });
+        return one ? [one] : [];
+      }
+      return await this.store.dequeueManyRollouts({ limit, workerId: this.workerId });
+    } catch (error) {
+      this.logger.warn(`worker ${this.workerId}: dequeue failed`, error);
+      return [];
+    }
+  }
+
+  private launch(attempted: AttemptedRollout, summary: RunnerSummary): void {
+    const controller = new AbortController();
+    const entry: InFlight = {
+      attempted,
+      controller,
+      abandoned: false,
+      done: Promise.resolve({ status: "abandoned" }),
+    };
+    const key = attempted.attempt.attempt_id;
+    entry.done = this.executeRollout(attempted, {
+      signal: controller.signal,
+      isAbandoned: () => entry.abandoned,
+    })
+      .catch((error): AttemptOutcome => {
+        this.logger.error(`rollout ${attempted.rollout_id} could not be run`, error);
+        return { status: "failed", error };
+      })
+      .then((outcome) => {
+        if (!entry.abandoned) {
+          if (outcome.status === "succeeded") summary.succeeded++;
+          else if (outcome.status === "failed") summary.failed++;
+          else if (outcome.status === "stale") summary.stale++;
+        }
+        this.inflight.delete(key);
+        this.wake();
+        return outcome;
+      });
+    this.inflight.set(key, entry);
+  }
+
+  private async drainWithGrace(summary: RunnerSummary): Promise<void> {
+    if (this.inflight.size === 0) return;
+    const all = Promise.all([...this.inflight.values()].map((f) => f.done));
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), this.opts.gracePeriodMs);
+    });
+    const first = await Promise.race([all, grace]);
+    clearTimeout(timer);
+    if (first !== "timeout") return;
+    const left = [...this.inflight.values()];
+    await Promise.all(
+      left.map(async (entry) => {
+        entry.abandoned = true;
+        entry.controller.abort(new Error(`runner ${this.workerId} stopped`));
+        summary.abandoned++;
+        const { rollout_id: rid, attempt } = entry.attempted;
+        try {
+          await this.store.updateAttempt(rid, attempt.attempt_id, {
+            status: "failed",
+            metadata: {
+              ...(attempt.metadata ?? {}),
+              error: {
+                type: "RunnerStopped",
+                message: `runner ${this.workerId} stopped before the rollout finished`,
+              },
+            },
+          });
+        } catch (error) {
+          this.logger.info(`could not mark abandoned attempt ${attempt.attempt_id} failed`, error);
+        }
+        this.inflight.delete(attempt.attempt_id);
+      }),
+    );
+  }
+
+  private async workerHeartbeat(): Promise<void> {
+    try {
+      await this.store.updateWorker(this.workerId, { heartbeat_stats: systemSnapshot() });
+    } catch (error) {
+      this.logger.debug(`worker heartbeat of ${this.workerId} failed`, error);
+    }
+  }
+
+  private async attemptHeartbeat(rolloutId: string, attemptId: string): Promise<void> {
+    try {
+      await this.store.updateAttempt(rolloutId, attemptId, { last_heartbeat_time: nowSeconds() });
+    } catch (error) {
+      this.logger.debug(`heartbeat of attempt ${attemptId} failed`, error);
+    }
+  }
+
+  /** Sleep up to `ms`, waking early when a slot frees up or the run is aborted. */
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const done = () => {
+        clearTimeout(timer);
+        this.wake = () => {};
+        resolve();
+      };
+      this.wake = done;
+      if (Number.isFinite(ms)) timer = setTimeout(done, ms);
+    });
+  }
+
+  private jitter(ms: number): number {
+    return ms * (0.75 + Math.random() * 0.5);
+  }
+}
+
+function describeError(error: unknown): Record<string, unknown> {
+  if (error instanceof Error) {
+    const field = (error as { field?: unknown }).field;
+    return {
+      type: error.name,
+      message: error.message,
+      stack: error.stack ?? null,
+      ...(typeof field === "string" ? { field } : {}),
+    };
+  }
+  return { type: typeof error, message: String(error), stack: null };
+}

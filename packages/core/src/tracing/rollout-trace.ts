@@ -1,0 +1,197 @@
+import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
+import type { Logger } from "../logger.js";
+import type { LightningStore } from "../store/store.js";
+import { newSpanId, newTraceId } from "../types/ids.js";
+import type { Span, SpanCoreFields, SpanInput } from "../types/span.js";
+import { traceStorage } from "./context.js";
+import { spanFromCoreFields, spanFromReadableStamped, stampResource } from "./core-fields.js";
+import type { LightningTracer } from "./tracer.js";
+
+type Pending =
+  | { kind: "readable"; span: ReadableSpan }
+  | { kind: "core"; core: SpanCoreFields }
+  | { kind: "span"; span: SpanInput };
+
+export interface RolloutTraceOptions {
+  rolloutId: string;
+  attemptId: string;
+  /** Where spans go; null keeps them local only (e.g. tracing outside a runner). */
+  store: LightningStore | null;
+  tracerName: string;
+  logger: Logger;
+  /** The tracer emitters use for spans of this attempt (its processors see them). */
+  tracer?: LightningTracer;
+}
+
+/**
+ * The spans of one attempt. Finished spans are queued and written in batches (one sequence-id call and
+ * one addManySpans per batch) so a burst of spans costs two store round trips. Every span is also kept
+ * locally; a failed write is logged and retried once at `flush()`, never thrown into the agent.
+ */
+export class RolloutTrace {
+  readonly rolloutId: string;
+  readonly attemptId: string;
+  readonly tracer: LightningTracer | undefined;
+  private readonly store: LightningStore | null;
+  private readonly tracerName: string;
+  private readonly logger: Logger;
+  private queue: Pending[] = [];
+  private retry: Pending[] = [];
+  private unsent: Span[] = [];
+  private readonly kept: Span[] = [];
+  private chain: Promise<void> = Promise.resolve();
+  private scheduled = false;
+  private localSeq = 0;
+
+  constructor(options: RolloutTraceOptions) {
+    this.rolloutId = options.rolloutId;
+    this.attemptId = options.attemptId;
+    this.tracer = options.tracer;
+    this.store = options.store;
+    this.tracerName = options.tracerName;
+    this.logger = options.logger;
+  }
+
+  /** Run `fn` with this attempt as the current trace context (spans made inside belong to it). */
+  run<T>(fn: () => T): T {
+    return traceStorage.run({ trace: this, parent: undefined }, fn);
+  }
+
+  /** Called by the span processor when a span started in this context ends. */
+  acceptReadable(span: ReadableSpan): void {
+    this.push({ kind: "readable", span });
+  }
+
+  /** Record spans given as core fields (a reward returned by the agent, an exception). */
+  addCoreFields(core: SpanCoreFields): void {
+    this.push({ kind: "core", core });
+  }
+
+  /** Record an already-shaped span; its rollout/attempt ids are replaced by this attempt's. */
+  addSpan(span: SpanInput): void {
+    this.push({ kind: "span", span });
+  }
+
+  /** Wait until every span recorded so far has been written (or given up on and kept locally). */
+  async flush(): Promise<void> {
+    this.queue.push(...this.retry.splice(0));
+    const resend = this.unsent.splice(0);
+    await this.drain();
+    if (resend.length > 0 && this.store) {
+      try {
+        await this.store.addManySpans(resend);
+      } catch (error) {
+        this.unsent.push(...resend);
+        this.logger.warn(
+          `could not store ${resend.length} span(s) of ${this.rolloutId}/${this.attemptId}; kept locally`,
+          error,
+        );
+      }
+    }
+  }
+
+  /** Every span of this attempt converted so far (stored or not), in sequence order. */
+  spans(): Span[] {
+    return [...this.kept].sort((a, b) => a.sequence_id - b.sequence_id);
+  }
+
+  /** Spans that could not be written to the store. */
+  unsentSpans(): Span[] {
+    return [...this.unsent];
+  }
+
+  private push(item: Pending): void {
+    this.queue.push(item);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    // setImmediate groups every span ended in the same tick of I/O into one write.
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.drain();
+    });
+  }
+
+  /** Writes are serialised so sequence ids follow the order spans ended in. */
+  private drain(): Promise<void> {
+    this.chain = this.chain
+      .then(() => this.drainOnce())
+      .catch((error) => this.logger.error(`span submission for ${this.rolloutId} failed`, error));
+    return this.chain;
+  }
+
+  private async drainOnce(): Promise<void> {
+    while (this.queue.length > 0) {
+      const items = this.queue.splice(0);
+      let seqs: number[];
+      try {
+        seqs = this.store
+          ? await this.store.getManySpanSequenceIds(
+              items.map(() => [this.rolloutId, this.attemptId] as const),
+            )
+          : items.map(() => ++this.localSeq);
+      } catch (error) {
+        this.retry.push(...items);
+        this.logger.warn(
+          `could not allocate span sequence ids for ${this.rolloutId}; will retry at flush`,
+          error,
+        );
+        return;
+      }
+      const spans = items.map((item, i) => this.convert(item, seqs[i]!));
+      this.kept.push(...spans);
+      if (!this.store) continue;
+      try {
+        await this.store.addManySpans(spans);
+      } catch (error) {
+        this.unsent.push(...spans);
+        this.logger.warn(
+          `could not store ${spans.length} span(s) of ${this.rolloutId}/${this.attemptId}; will retry at flush`,
+          error,
+        );
+      }
+    }
+  }
+
+  private convert(item: Pending, sequenceId: number): Span {
+    const ids = {
+      rolloutId: this.rolloutId,
+      attemptId: this.attemptId,
+      sequenceId,
+      tracerName: this.tracerName,
+    };
+    if (item.kind === "readable") return spanFromReadableStamped(item.span, ids);
+    if (item.kind === "core") return spanFromCoreFields(item.core, ids);
+    const s = item.span;
+    const traceId = s.trace_id || newTraceId();
+    const spanId = s.span_id || newSpanId();
+    return stampResource(
+      {
+        ...(s as Span),
+        rollout_id: this.rolloutId,
+        attempt_id: this.attemptId,
+        sequence_id: sequenceId,
+        trace_id: traceId,
+        span_id: spanId,
+        parent_id: s.parent_id ?? null,
+        status: { status_code: s.status?.status_code ?? "UNSET", description: s.status?.description ?? null },
+        attributes: { ...(s.attributes ?? {}) },
+        events: (s.events ?? []) as Span["events"],
+        links: (s.links ?? []) as Span["links"],
+        start_time: s.start_time ?? null,
+        end_time: s.end_time ?? null,
+        context: (s.context as Span["context"]) ?? {
+          trace_id: traceId,
+          span_id: spanId,
+          is_remote: false,
+          trace_state: {},
+        },
+        parent: (s.parent as Span["parent"]) ?? null,
+        resource: {
+          attributes: { ...(s.resource?.attributes ?? {}) },
+          schema_url: s.resource?.schema_url ?? "",
+        },
+      },
+      ids,
+    );
+  }
+}

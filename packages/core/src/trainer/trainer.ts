@@ -1,0 +1,143 @@
+import { z } from "zod";
+import { type Adapter, isAdapter } from "../adapter.js";
+import { toLitAgent } from "../agent/rollout.js";
+import type { AgentLike } from "../agent/types.js";
+import { InvalidArgumentError } from "../errors.js";
+import { consoleLogger, isLogger, type Logger } from "../logger.js";
+import { isLightningStore, parseOptions } from "../options.js";
+import { Runner, type RunnerSummary } from "../runner/runner.js";
+import { InMemoryLightningStore } from "../store/memory-store.js";
+import type { LightningStore } from "../store/store.js";
+import { LightningTracer } from "../tracing/tracer.js";
+import { type NamedResources, NamedResourcesSchema } from "../types/resources.js";
+import { type Algorithm, isAlgorithm } from "./algorithm.js";
+import { Baseline } from "./baseline.js";
+
+export const TrainerOptionsSchema = z.object({
+  /** What `fit` runs; `dev` uses it only if it is `fast`, else a Baseline. Default: Baseline. */
+  algorithm: z.custom<Algorithm>(isAlgorithm, "must have a run(context) method").optional(),
+  /** Default: a new InMemoryLightningStore. */
+  store: z.custom<LightningStore>(isLightningStore, "must be a LightningStore").optional(),
+  /** In-process runner loops sharing the store. */
+  nRunners: z.number().int().min(1).default(1),
+  /** Rollouts each runner runs at the same time. */
+  runnerConcurrency: z.number().int().min(1).default(1),
+  adapter: z.custom<Adapter<any, any>>(isAdapter, "must have an adapt(input) method").optional(),
+  initialResources: NamedResourcesSchema.optional(),
+  /** Per runner: stop after claiming this many rollouts. */
+  maxRollouts: z.number().int().min(1).optional(),
+  /** How often idle runners look for work. */
+  pollIntervalMs: z.number().min(0).default(50),
+  heartbeatIntervalSeconds: z.number().positive().default(10),
+  /** Extra time runners give in-flight rollouts when the algorithm is done or the trainer is stopped. */
+  gracePeriodMs: z.number().min(0).default(5000),
+  tracer: z
+    .custom<LightningTracer>((v) => v instanceof LightningTracer, "must be a LightningTracer")
+    .optional(),
+  logger: z.custom<Logger>(isLogger, "must have debug/info/warn/error methods").optional(),
+});
+export type TrainerOptions = z.input<typeof TrainerOptionsSchema>;
+
+export interface FitResult<R> {
+  /** What the algorithm returned. */
+  result: R;
+  runners: RunnerSummary[];
+}
+
+/**
+ * Wires an algorithm, a store and in-process runners together. With no options it runs everything in
+ * one process on an in-memory store:
+ *
+ * ```ts
+ * const trainer = new Trainer({ initialResources: { main_llm: llm({...}) } });
+ * const { result } = await trainer.dev(agent, tasks);
+ * ```
+ */
+export class Trainer {
+  readonly store: LightningStore;
+  readonly logger: Logger;
+  private readonly opts: z.output<typeof TrainerOptionsSchema>;
+  private readonly tracer: LightningTracer;
+
+  constructor(options: TrainerOptions = {}) {
+    this.opts = parseOptions(TrainerOptionsSchema, options, "trainer");
+    this.store = this.opts.store ?? new InMemoryLightningStore();
+    this.logger = this.opts.logger ?? consoleLogger();
+    this.tracer = this.opts.tracer ?? new LightningTracer({ logger: this.logger });
+  }
+
+  /** Train: run the algorithm while `nRunners` runners execute its rollouts. */
+  async fit<T, R = unknown>(
+    agent: AgentLike<T>,
+    trainDataset: readonly T[],
+    options: { valDataset?: readonly T[]; signal?: AbortSignal } = {},
+  ): Promise<FitResult<R>> {
+    const algorithm = (this.opts.algorithm ?? new Baseline()) as Algorithm<T, R>;
+    return this.execute(algorithm, agent, trainDataset, options);
+  }
+
+  /** Smoke-test an agent: the configured algorithm if it is fast, else a Baseline over `dataset`. */
+  async dev<T, R = unknown>(
+    agent: AgentLike<T>,
+    dataset: readonly T[],
+    options: { valDataset?: readonly T[]; signal?: AbortSignal } = {},
+  ): Promise<FitResult<R>> {
+    const configured = this.opts.algorithm;
+    const algorithm = (configured?.fast ? configured : new Baseline()) as Algorithm<T, R>;
+    return this.execute(algorithm, agent, dataset, options);
+  }
+
+  private async execute<T, R>(
+    algorithm: Algorithm<T, R>,
+    agent: AgentLike<T>,
+    trainDataset: readonly T[],
+    options: { valDataset?: readonly T[]; signal?: AbortSignal },
+  ): Promise<FitResult<R>> {
+    toLitAgent(agent);
+    if (!Array.isArray(trainDataset))
+      throw new InvalidArgumentError("trainDataset", "must be an array of tasks");
+    if (options.valDataset !== undefined && !Array.isArray(options.valDataset)) {
+      throw new InvalidArgumentError("valDataset", "must be an array of tasks");
+    }
+    const controller = new AbortController();
+    const onOuterAbort = () => controller.abort(options.signal?.reason);
+    options.signal?.addEventListener("abort", onOuterAbort);
+    const runnersController = new AbortController();
+    const runners = Array.from(
+      { length: this.opts.nRunners },
+      (_, i) =>
+        new Runner({
+          store: this.store,
+          agent,
+          workerId: `Worker-${i}`,
+          concurrency: this.opts.runnerConcurrency,
+          pollIntervalMs: this.opts.pollIntervalMs,
+          heartbeatIntervalSeconds: this.opts.heartbeatIntervalSeconds,
+          gracePeriodMs: this.opts.gracePeriodMs,
+          maxRollouts: this.opts.maxRollouts,
+          tracer: this.tracer,
+          logger: this.logger,
+        }),
+    );
+    const runs = runners.map((r) => r.run({ signal: runnersController.signal }));
+    try {
+      const result = await algorithm.run({
+        store: this.store,
+        adapter: this.opts.adapter,
+        trainDataset,
+        valDataset: options.valDataset,
+        initialResources: this.opts.initialResources as NamedResources | undefined,
+        signal: controller.signal,
+        logger: this.logger,
+      });
+      runnersController.abort();
+      return { result, runners: await Promise.all(runs) };
+    } catch (error) {
+      runnersController.abort();
+      await Promise.allSettled(runs);
+      throw error;
+    } finally {
+      options.signal?.removeEventListener("abort", onOuterAbort);
+    }
+  }
+}

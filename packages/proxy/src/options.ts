@@ -1,0 +1,91 @@
+import { parseOrThrow, type LightningStore } from "@agl/core";
+import { z } from "zod";
+
+/** The part of a LightningStore the proxy writes to. Any full store satisfies it. */
+export type SpanSink = Pick<LightningStore, "addSpan" | "getNextSpanSequenceId">;
+
+export interface ProxyLogger {
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+const BackendSchema = z.object({
+  url: z.string().url(),
+  model: z.string().min(1).optional(),
+  weight: z.number().positive().optional(),
+  apiKey: z.string().optional(),
+});
+
+const ModeSchema = z.object({
+  /** Forced temperature for calls in this mode (null: keep the client's). */
+  temperature: z.number().min(0).nullable().default(null),
+  /** Inject logprobs in this mode. */
+  logprobs: z.boolean().default(true),
+});
+
+export const LLMProxyOptionsSchema = z.object({
+  store: z.custom<SpanSink>(
+    (v) =>
+      typeof (v as any)?.addSpan === "function" && typeof (v as any)?.getNextSpanSequenceId === "function",
+    "must implement addSpan and getNextSpanSequenceId",
+  ),
+  backends: z.array(BackendSchema).min(1),
+  host: z.string().default("127.0.0.1"),
+  port: z.number().int().min(0).max(65535).default(0),
+  /** Guards the control routes; null leaves them open (a warning is logged). */
+  adminToken: z.string().min(8).nullable().default(null),
+  /**
+   * Who may call the LLM routes. "none": anyone; "token": the admin token or a per-attempt token, which
+   * then must match the call's attribution. Default "token" when an admin token is set, else "none".
+   */
+  llmAuth: z.enum(["none", "token"]).optional(),
+  /** HMAC secret for per-attempt tokens; random per process by default. */
+  tokenSecret: z.string().min(16).optional(),
+  /** Public model name (for /v1/models and the rewrite when a backend names none). */
+  model: z.string().min(1).nullable().default(null),
+  /** Rewrite the request's `model` to the backend's (or the proxy's) model name. */
+  rewriteModel: z.boolean().default(true),
+  /** Ask vLLM for `prompt_token_ids`/`token_ids`. */
+  returnTokenIds: z.boolean().default(true),
+  /** Inject logprobs when the client did not ask: chat `logprobs:true`, completions `logprobs:1`. */
+  logprobs: z.boolean().default(true),
+  /** Add `stream_options.include_usage` to streamed calls. */
+  includeUsageInStreams: z.boolean().default(true),
+  /** Rewrites for the v1.0 path's `mode/{train|val}` (Agent Lightning v1.0 defaults). */
+  modes: z
+    .object({ train: ModeSchema.default({ temperature: 1, logprobs: true }), val: ModeSchema.default({ temperature: 0.7, logprobs: false }) })
+    .default({ train: { temperature: 1, logprobs: true }, val: { temperature: 0.7, logprobs: false } }),
+  /** Header carrying a rollout-wide trace id (verl recipe 003). */
+  traceHeader: z.string().min(1).default("trace_id"),
+  /** Calls with no attribution: forwarded without a span, or rejected with 400. */
+  unattributed: z.enum(["forward", "reject"]).default("forward"),
+  /** Extra tries after the first, each on the next-ranked backend. */
+  retries: z.number().int().min(0).default(3),
+  backoffBaseMs: z.number().min(0).default(250),
+  backoffMaxMs: z.number().min(0).default(4_000),
+  /** Per upstream attempt: no byte from the upstream for this long fails the attempt. */
+  timeoutMs: z.number().int().positive().default(300_000),
+  /** Body size limit for incoming requests. */
+  maxBodyBytes: z.number().int().positive().default(16 * 1024 * 1024),
+  pauseMode: z.enum(["reject", "hold"]).default("reject"),
+  retryAfterSeconds: z.number().min(0).default(5),
+  maxHoldMs: z.number().int().positive().default(600_000),
+  captureBodies: z.boolean().default(true),
+  maxBodyChars: z.number().int().positive().default(1_000_000),
+  healthCheckIntervalMs: z.number().int().min(0).default(5_000),
+  healthCheckTimeoutMs: z.number().int().positive().default(2_000),
+  allowedFailures: z.number().int().positive().default(3),
+  cooldownMs: z.number().int().min(0).default(10_000),
+  modelVersion: z.union([z.string(), z.number()]).nullable().default(null),
+  /** Grace period for in-flight calls on stop(). */
+  shutdownGraceMs: z.number().int().min(0).default(10_000),
+  logger: z.custom<ProxyLogger>((v) => typeof (v as any)?.warn === "function").optional(),
+});
+
+export type LLMProxyOptions = z.input<typeof LLMProxyOptionsSchema>;
+export type ResolvedProxyOptions = z.output<typeof LLMProxyOptionsSchema> & { llmAuth: "none" | "token" };
+
+export function resolveOptions(options: LLMProxyOptions): ResolvedProxyOptions {
+  const parsed = parseOrThrow(LLMProxyOptionsSchema, options, "LLMProxyOptions");
+  return { ...parsed, llmAuth: parsed.llmAuth ?? (parsed.adminToken ? "token" : "none") };
+}

@@ -1,0 +1,49 @@
+/**
+ * `openStore(uri)`: the store a URI names. `memory:` is the in-memory store; `sqlite:./path.db`,
+ * `sqlite:///abs/path.db`, `file:...` or a bare path is the embedded SQLite store (the default whenever
+ * a path is given); `postgres://...` / `postgresql://...` is PostgreSQL.
+ */
+import { InMemoryLightningStore, InvalidArgumentError, type LightningStore } from "@agl/core";
+import { PostgresLightningStore, type PostgresStoreOptions } from "./postgres/postgres-store.js";
+import { SqliteLightningStore, type SqliteStoreOptions } from "./sqlite/sqlite-store.js";
+
+export interface OpenStoreOptions {
+  sqlite?: SqliteStoreOptions;
+  postgres?: PostgresStoreOptions;
+  /** Options of the in-memory store. */
+  memory?: ConstructorParameters<typeof InMemoryLightningStore>[0];
+}
+
+export type StoreKind = "memory" | "sqlite" | "postgres";
+
+/** Which backend a URI names and its location (a file path or the connection URL). */
+export function parseStoreUri(uri: string): { kind: StoreKind; location: string } {
+  const value = uri.trim();
+  if (value === "") throw new InvalidArgumentError("db", "a store URI is required (memory:, sqlite:PATH, PATH or postgres://...)");
+  if (value === "memory" || value === "memory:" || value === "memory://") return { kind: "memory", location: "" };
+  if (/^postgres(ql)?:\/\//i.test(value)) return { kind: "postgres", location: value };
+  const sqlite = /^(sqlite|file):(.*)$/i.exec(value);
+  if (sqlite) {
+    // sqlite:///abs → /abs, sqlite://./rel → ./rel, sqlite:./rel → ./rel
+    let path = sqlite[2]!;
+    if (path.startsWith("//")) path = path.slice(2);
+    if (path === "") throw new InvalidArgumentError("db", `no file path in ${JSON.stringify(uri)}`);
+    return { kind: "sqlite", location: path };
+  }
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
+    throw new InvalidArgumentError("db", `unsupported store URI scheme in ${JSON.stringify(uri)}; use memory:, sqlite:PATH or postgres://`);
+  }
+  return { kind: "sqlite", location: value };
+}
+
+export async function openStore(uri: string, options: OpenStoreOptions = {}): Promise<LightningStore> {
+  const { kind, location } = parseStoreUri(uri);
+  switch (kind) {
+    case "memory":
+      return new InMemoryLightningStore(options.memory);
+    case "sqlite":
+      return new SqliteLightningStore(location, options.sqlite);
+    case "postgres":
+      return PostgresLightningStore.connect(location, options.postgres);
+  }
+}

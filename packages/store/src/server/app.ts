@@ -1,0 +1,116 @@
+import { timingSafeEqual } from "node:crypto";
+import type { LightningStore } from "@agl/core";
+import { Hono } from "hono";
+import { bearerAuth } from "hono/bearer-auth";
+import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
+import { timeout } from "hono/timeout";
+import { errorResponse } from "./errors.js";
+import { registerLegacyRoutes } from "./legacy.js";
+import { jsonLinesLogger, type StoreServerLogger } from "./logging.js";
+import { registerOtlpRoutes } from "./otlp/route.js";
+import { registerMiscRoutes } from "./routes-misc.js";
+import { registerRolloutRoutes } from "./routes-rollouts.js";
+
+export interface StoreAppOptions {
+  /** Require `Authorization: Bearer <token>` on every route except GET /v1/agl/health. Null/absent: open. */
+  token?: string | null;
+  /** Largest request body in bytes (413 above). Default 32 MiB. */
+  bodyLimitBytes?: number;
+  /** Per-request deadline in ms (504 after). Default 60 s. Long waits are capped below it. */
+  requestTimeoutMs?: number;
+  /** Longest server-side wait of POST /v1/agl/waits/rollouts in seconds. Default 20. */
+  maxWaitSeconds?: number;
+  /** Where request and error logs go. Default: JSON lines on stderr. */
+  logger?: StoreServerLogger;
+  /** Legacy task API: requeue a task claimed longer ago than this without a result. Default 300 s. */
+  legacyTaskTimeoutSeconds?: number;
+  /** Aborted on shutdown so long waits return early (startStoreServer wires this). */
+  shutdownSignal?: AbortSignal;
+}
+
+export const DEFAULT_BODY_LIMIT_BYTES = 32 * 1024 * 1024;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+
+/** The store server as a hono app: the v0.3 REST API under /v1/agl, OTLP ingest, and the legacy task API. */
+export function createStoreApp(store: LightningStore, options: StoreAppOptions = {}): Hono {
+  const logger = options.logger ?? jsonLinesLogger();
+  const bodyLimitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
+  const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const maxWaitSeconds = Math.max(0, Math.min(options.maxWaitSeconds ?? 20, requestTimeoutMs / 1000 - 1));
+  const shutdownSignal = options.shutdownSignal ?? new AbortController().signal;
+
+  const app = new Hono();
+
+  app.use("*", async (c, next) => {
+    const started = performance.now();
+    await next();
+    logger.info("request", {
+      method: c.req.method,
+      path: c.req.path,
+      status: c.res.status,
+      duration_ms: Math.round((performance.now() - started) * 100) / 100,
+    });
+  });
+
+  if (options.token) {
+    const expected = Buffer.from(options.token);
+    const auth = bearerAuth({
+      verifyToken: (token) => {
+        const given = Buffer.from(token);
+        return given.length === expected.length && timingSafeEqual(given, expected);
+      },
+      noAuthenticationHeader: { message: { detail: "Missing bearer token", error_type: "Unauthorized" } },
+      invalidAuthenticationHeader: { message: { detail: "Malformed Authorization header", error_type: "Unauthorized" } },
+      invalidToken: { message: { detail: "Invalid bearer token", error_type: "Unauthorized" } },
+    });
+    app.use("*", async (c, next) => {
+      if (c.req.method === "GET" && c.req.path === "/v1/agl/health") return next();
+      return auth(c, next);
+    });
+  }
+
+  app.use(
+    "*",
+    bodyLimit({
+      maxSize: bodyLimitBytes,
+      onError: (c) =>
+        c.json(
+          { detail: `Request body larger than ${bodyLimitBytes} bytes`, error_type: "PayloadTooLarge" },
+          413,
+        ),
+    }),
+  );
+  app.use(
+    "*",
+    timeout(
+      requestTimeoutMs,
+      () => new HTTPException(504, { message: `Request took longer than ${requestTimeoutMs} ms` }),
+    ),
+  );
+
+  const api = new Hono();
+  registerMiscRoutes(api, store);
+  registerRolloutRoutes(api, store, { maxWaitSeconds, shutdownSignal });
+  app.route("/v1/agl", api);
+  registerOtlpRoutes(app, store, { maxDecompressedBytes: bodyLimitBytes * 8, logger });
+  registerLegacyRoutes(app, store, { taskTimeoutSeconds: options.legacyTaskTimeoutSeconds ?? 300 });
+
+  app.notFound((c) => c.json({ detail: `No route for ${c.req.method} ${c.req.path}`, error_type: "NotFound" }, 404));
+  app.onError((error, c) => {
+    // Middleware that built its own answer (bearer auth's JSON 401 with WWW-Authenticate) keeps it.
+    if (error instanceof HTTPException && error.res) return error.getResponse();
+    const { status, body, internal } = errorResponse(error);
+    if (internal) {
+      logger.error("unhandled error", {
+        method: c.req.method,
+        path: c.req.path,
+        error_type: body.error_type,
+        message: error.message,
+        stack: error.stack,
+      });
+    }
+    return c.json(body, status);
+  });
+  return app;
+}

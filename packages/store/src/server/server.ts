@@ -1,0 +1,66 @@
+import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
+import type { LightningStore } from "@agl/core";
+import { serve } from "@hono/node-server";
+import { createStoreApp, type StoreAppOptions } from "./app.js";
+import { jsonLinesLogger } from "./logging.js";
+
+export interface StoreServerOptions extends Omit<StoreAppOptions, "shutdownSignal"> {
+  store: LightningStore;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Default 4747; 0 picks a free port. */
+  port?: number;
+  /** How long close() lets in-flight requests finish before cutting connections. Default 10 s. */
+  closeTimeoutMs?: number;
+  /** Close the store too when the server closes. Default false (the caller owns the store). */
+  closeStore?: boolean;
+}
+
+export interface StoreServer {
+  /** e.g. http://127.0.0.1:4747 (no trailing slash, no /v1/agl). */
+  readonly url: string;
+  readonly port: number;
+  /** Stop accepting connections, let in-flight requests finish (long waits answer early), then release. */
+  close(): Promise<void>;
+}
+
+/** Start the store server on node:http (via @hono/node-server). Resolves once it is listening. */
+export async function startStoreServer(options: StoreServerOptions): Promise<StoreServer> {
+  const { store, host = "127.0.0.1", port = 4747, closeTimeoutMs = 10_000, closeStore = false, ...appOptions } =
+    options;
+  const logger = appOptions.logger ?? jsonLinesLogger();
+  const shutdown = new AbortController();
+  const app = createStoreApp(store, { ...appOptions, logger, shutdownSignal: shutdown.signal });
+
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = serve({ fetch: app.fetch, hostname: host, port }, () => resolve(s as Server)) as Server;
+    s.once("error", reject);
+  });
+  // Idle keep-alive sockets must not hold close() open; active ones finish their request first.
+  server.keepAliveTimeout = 5_000;
+  const address = server.address() as AddressInfo;
+  const urlHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  const url = `http://${urlHost}:${address.port}`;
+  logger.info("store server listening", { url });
+
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      shutdown.abort();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Connections that finish their in-flight request go idle later; sweep them until closed.
+      server.closeIdleConnections();
+      const sweep = setInterval(() => server.closeIdleConnections(), 25);
+      const timer = setTimeout(() => server.closeAllConnections(), closeTimeoutMs);
+      timer.unref();
+      await closed;
+      clearInterval(sweep);
+      clearTimeout(timer);
+      if (closeStore) await store.close();
+      logger.info("store server closed", { url });
+    })();
+    return closing;
+  };
+  return { url, port: address.port, close };
+}

@@ -1,0 +1,437 @@
+import { randomInt } from "node:crypto";
+import * as tf from "@tensorflow/tfjs";
+import type { LayerKV, PolicyModel } from "../model/policy-model.js";
+import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import { createRng, type SampledToken, sampleToken, topLogprobs } from "./sampling.js";
+
+/**
+ * The generation engine: a dynamic-batching scheduler over one KV cache.
+ *
+ * All running sequences share one right-aligned cache `[S, H, dh, L]` (keys) / `[S, H, L, dh]` (values):
+ * each decode step appends one column for every sequence, so a sequence of length n occupies the last n
+ * columns and the columns before it are masked. A request that arrives mid-flight is prefilled alone,
+ * left-padded to the batch width and concatenated as a new row; finished rows are gathered out and
+ * columns nobody uses any more are sliced off. Sampling runs per sequence with its own seeded RNG, so a
+ * request gets the same tokens whether it runs alone or joins a busy batch.
+ */
+
+export interface GenerateParams {
+  maxTokens?: number;
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  /** Seed of this sequence's sampler; random when absent. */
+  seed?: number;
+  /** Stop strings: generation ends when the text ends with one; it is cut from `text` (ids keep it). */
+  stop?: readonly string[];
+  /** Keep sampling past `<eos>` (benchmarks). */
+  ignoreEos?: boolean;
+  /** How many most-likely alternatives to report per token (raw distribution). */
+  topLogprobs?: number;
+}
+
+export interface GenerateRequest extends GenerateParams {
+  promptIds: readonly number[];
+  signal?: AbortSignal;
+  /** Called once per step with the new token and the text that became final (stop-string hold-back). */
+  onToken?: (event: TokenEvent) => void;
+}
+
+export interface TokenEvent {
+  /** The sampled token; absent on the final event that only releases held-back text. */
+  token?: GeneratedToken;
+  /** Newly released text (may be empty while a possible stop string is being held back). */
+  textDelta: string;
+}
+
+export interface GeneratedToken extends SampledToken {
+  topLogprobs?: Array<{ id: number; logprob: number }>;
+}
+
+export type FinishReason = "stop" | "length" | "abort";
+
+export interface GenerateResult {
+  promptIds: number[];
+  /** Generated ids, including the `<eos>` that ended generation (as vLLM includes the stop token). */
+  tokenIds: number[];
+  tokens: GeneratedToken[];
+  /** Decoded output without control tokens, cut at a matched stop string. */
+  text: string;
+  finishReason: FinishReason;
+  /** The weights version that produced every token of this result. */
+  modelVersion: number;
+}
+
+export interface GeneratorOptions {
+  /** Most sequences decoded together (default 64). */
+  maxBatchSize?: number;
+}
+
+interface Seq {
+  req: GenerateRequest;
+  rng: () => number;
+  maxTokens: number;
+  stop: readonly string[];
+  tokens: GeneratedToken[];
+  /** Position of the next input token (= sequence length so far). */
+  pos: number;
+  lastToken: number;
+  /** First cache column this sequence uses. */
+  startCol: number;
+  text: string;
+  emitted: number;
+  finish?: FinishReason;
+  /** Requests of one group (the `n` choices of one HTTP request) are admitted together, on one version. */
+  group: number;
+  resolve: (r: GenerateResult) => void;
+  reject: (e: unknown) => void;
+}
+
+export class Generator {
+  private model: PolicyModel;
+  readonly tokenizer: Tokenizer;
+  readonly maxBatchSize: number;
+  private queue: Seq[] = [];
+  private active: Seq[] = [];
+  private cache: LayerKV[] | undefined;
+  private width = 0;
+  private running = false;
+  private paused = false;
+  private drainWaiters: Array<() => void> = [];
+  private _version = 0;
+  private _steps = 0;
+  private nextGroup = 1;
+
+  constructor(model: PolicyModel, tokenizer: Tokenizer, options: GeneratorOptions = {}) {
+    this.model = model;
+    this.tokenizer = tokenizer;
+    this.maxBatchSize = options.maxBatchSize ?? 64;
+  }
+
+  /** Increments every time weights are swapped through `swapWeights`. */
+  get version(): number {
+    return this._version;
+  }
+  get activeCount(): number {
+    return this.active.length;
+  }
+  get queuedCount(): number {
+    return this.queue.length;
+  }
+  /** Decode steps run so far (each advances every active sequence by one token). */
+  get steps(): number {
+    return this._steps;
+  }
+  get policy(): PolicyModel {
+    return this.model;
+  }
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
+  generate(request: GenerateRequest): Promise<GenerateResult> {
+    return this.enqueue(request, this.nextGroup++);
+  }
+
+  /**
+   * Generate several sequences (e.g. the `n` choices of one request) admitted as one group: they start
+   * together and never straddle a weight swap, so all results carry the same `modelVersion`.
+   */
+  generateMany(requests: readonly GenerateRequest[]): Promise<GenerateResult[]> {
+    const group = this.nextGroup++;
+    return Promise.all(requests.map((r) => this.enqueue(r, group)));
+  }
+
+  private enqueue(request: GenerateRequest, group: number): Promise<GenerateResult> {
+    const ctx = this.model.config.contextLength;
+    if (request.promptIds.length === 0) return Promise.reject(new Error("promptIds must not be empty"));
+    if (request.promptIds.length >= ctx) {
+      return Promise.reject(new Error(`prompt of ${request.promptIds.length} tokens leaves no room in the context of ${ctx}`));
+    }
+    return new Promise<GenerateResult>((resolve, reject) => {
+      const seq: Seq = {
+        req: request,
+        rng: createRng(request.seed ?? randomInt(2 ** 31)),
+        maxTokens: request.maxTokens ?? ctx,
+        stop: (request.stop ?? []).filter((s) => s.length > 0),
+        tokens: [],
+        pos: request.promptIds.length,
+        lastToken: -1,
+        startCol: 0,
+        text: "",
+        emitted: 0,
+        group,
+        resolve,
+        reject,
+      };
+      if (request.signal?.aborted) {
+        seq.finish = "abort";
+        this.complete(seq);
+        return;
+      }
+      request.signal?.addEventListener("abort", () => {
+        if (!seq.finish) seq.finish = "abort";
+        const i = this.queue.indexOf(seq);
+        if (i >= 0) {
+          this.queue.splice(i, 1);
+          this.complete(seq);
+        }
+      });
+      this.queue.push(seq);
+      this.kick();
+    });
+  }
+
+  /**
+   * Stop admitting queued requests and resolve once every running sequence has finished. Queued and newly
+   * arriving requests wait (nothing is dropped) until `resume()`.
+   */
+  pause(): Promise<void> {
+    this.paused = true;
+    if (this.active.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.kick();
+  }
+
+  /**
+   * Swap weights between steps without dropping requests: pause (drain running sequences), run `apply`
+   * (e.g. `policy.setWeightsFrom(trained)` or an optimizer step on the served model), bump the version,
+   * resume. Every result is produced by exactly one version.
+   */
+  async swapWeights(apply?: PolicyModel | ((model: PolicyModel) => void | Promise<void>)): Promise<number> {
+    await this.pause();
+    try {
+      if (typeof apply === "function") await apply(this.model);
+      else if (apply) this.model.setWeightsFrom(apply);
+      this._version++;
+    } finally {
+      this.resume();
+    }
+    return this._version;
+  }
+
+  private kick(): void {
+    if (this.running) return;
+    if (this.active.length === 0 && (this.paused || this.queue.length === 0)) return;
+    this.running = true;
+    void this.loop();
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      while (this.active.length > 0 || (!this.paused && this.queue.length > 0)) {
+        this.admit();
+        if (this.active.length > 0) this.step();
+        this.notifyDrained();
+        // Let HTTP handlers enqueue new requests between steps.
+        await new Promise<void>((r) => setImmediate(r));
+      }
+    } catch (error) {
+      for (const s of [...this.active, ...this.queue]) s.reject(error);
+      this.active = [];
+      this.queue = [];
+      this.resetCache();
+    } finally {
+      this.running = false;
+      this.notifyDrained();
+    }
+    if (this.active.length > 0 || (!this.paused && this.queue.length > 0)) this.kick();
+  }
+
+  private notifyDrained(): void {
+    if (this.active.length > 0 || this.drainWaiters.length === 0) return;
+    const waiters = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  private resetCache(): void {
+    for (const c of this.cache ?? []) {
+      c.kT.dispose();
+      c.v.dispose();
+    }
+    this.cache = undefined;
+    this.width = 0;
+  }
+
+  private admit(): void {
+    let lastGroup = -1;
+    while (this.queue.length > 0) {
+      const sameGroup = (this.queue[0] as Seq).group === lastGroup;
+      if (!sameGroup && (this.paused || this.active.length >= this.maxBatchSize)) break;
+      const seq = this.queue.shift() as Seq;
+      lastGroup = seq.group;
+      if (seq.finish) {
+        this.complete(seq);
+        continue;
+      }
+      const { logits, cache } = this.model.prefill(seq.req.promptIds);
+      this.accept(seq, logits);
+      if (seq.finish) {
+        for (const c of cache) {
+          c.kT.dispose();
+          c.v.dispose();
+        }
+        this.complete(seq);
+        continue;
+      }
+      this.join(seq, cache, seq.req.promptIds.length);
+    }
+  }
+
+  /** Add a prefilled sequence's cache `[1,.., P]` as a new row, padding whichever side is narrower. */
+  private join(seq: Seq, cache: LayerKV[], P: number): void {
+    if (!this.cache) {
+      this.cache = cache;
+      this.width = P;
+      seq.startCol = 0;
+      this.active.push(seq);
+      return;
+    }
+    const L = this.width;
+    const grow = Math.max(0, P - L);
+    const padNew = Math.max(0, L - P);
+    const next = this.cache.map((old, l) => {
+      const fresh = cache[l] as LayerKV;
+      const merged = tf.tidy(() => {
+        const oldK = grow ? tf.pad(old.kT, [[0, 0], [0, 0], [0, 0], [grow, 0]]) : old.kT;
+        const oldV = grow ? tf.pad(old.v, [[0, 0], [0, 0], [grow, 0], [0, 0]]) : old.v;
+        const newK = padNew ? tf.pad(fresh.kT, [[0, 0], [0, 0], [0, 0], [padNew, 0]]) : fresh.kT;
+        const newV = padNew ? tf.pad(fresh.v, [[0, 0], [0, 0], [padNew, 0], [0, 0]]) : fresh.v;
+        return { kT: tf.concat([oldK, newK], 0) as tf.Tensor4D, v: tf.concat([oldV, newV], 0) as tf.Tensor4D };
+      });
+      old.kT.dispose();
+      old.v.dispose();
+      fresh.kT.dispose();
+      fresh.v.dispose();
+      return merged;
+    });
+    this.cache = next;
+    if (grow) for (const s of this.active) s.startCol += grow;
+    this.width = L + grow;
+    seq.startCol = padNew;
+    this.active.push(seq);
+  }
+
+  private step(): void {
+    const S = this.active.length;
+    const L = this.width;
+    const bias = new Float32Array(S * (L + 1));
+    this.active.forEach((s, i) => {
+      for (let c = 0; c < s.startCol; c++) bias[i * (L + 1) + c] = -1e9;
+    });
+    const biasT = tf.tensor4d(bias, [S, 1, 1, L + 1]);
+    const { logits, cache } = this.model.decodeStep(
+      this.active.map((s) => s.lastToken),
+      this.active.map((s) => s.pos - 1),
+      this.cache as LayerKV[],
+      biasT,
+    );
+    biasT.dispose();
+    this.resetCache();
+    this.cache = cache;
+    this.width = L + 1;
+    this._steps++;
+    const V = this.model.config.vocabSize;
+    this.active.forEach((s, i) => {
+      if (!s.finish) this.accept(s, logits.subarray(i * V, (i + 1) * V));
+    });
+    this.evictFinished();
+  }
+
+  /** Sample the next token of `seq` from its logits and decide whether it is finished. */
+  private accept(seq: Seq, logits: Float32Array): void {
+    const r = seq.req;
+    const token: GeneratedToken = sampleToken(
+      logits,
+      { temperature: r.temperature ?? 1, topP: r.topP ?? 1, topK: r.topK ?? 0 },
+      seq.rng,
+    );
+    if (r.topLogprobs) token.topLogprobs = topLogprobs(logits, r.topLogprobs);
+    seq.tokens.push(token);
+    seq.lastToken = token.id;
+    seq.pos++;
+    const tok = this.tokenizer;
+    seq.text += tok.decode([token.id], { skipSpecialTokens: true });
+    let release = seq.text.length;
+    const hit = seq.stop.find((s) => seq.text.endsWith(s));
+    if (hit !== undefined) {
+      seq.text = seq.text.slice(0, seq.text.length - hit.length);
+      seq.finish = "stop";
+      release = seq.text.length;
+    } else if (token.id === tok.eosId && !r.ignoreEos) {
+      seq.finish = "stop";
+    } else if (seq.tokens.length >= seq.maxTokens || seq.pos >= this.model.config.contextLength) {
+      seq.finish = "length";
+    } else if (seq.stop.length > 0) {
+      // Hold back a suffix that could still grow into a stop string.
+      for (const s of seq.stop) {
+        for (let k = Math.min(s.length - 1, seq.text.length); k > 0; k--) {
+          if (seq.text.endsWith(s.slice(0, k))) {
+            release = Math.min(release, seq.text.length - k);
+            break;
+          }
+        }
+      }
+    }
+    const textDelta = seq.text.slice(seq.emitted, Math.max(seq.emitted, release));
+    seq.emitted = Math.max(seq.emitted, release);
+    r.onToken?.({ token, textDelta });
+  }
+
+  private evictFinished(): void {
+    const keep: number[] = [];
+    const done: Seq[] = [];
+    this.active.forEach((s, i) => {
+      if (s.finish) done.push(s);
+      else keep.push(i);
+    });
+    if (done.length === 0) return;
+    const kept = keep.map((i) => this.active[i] as Seq);
+    if (kept.length === 0) {
+      this.resetCache();
+    } else {
+      const minStart = Math.min(...kept.map((s) => s.startCol));
+      const cols = this.width - minStart;
+      const idx = tf.tensor1d(keep, "int32");
+      const next = (this.cache as LayerKV[]).map((c) => {
+        const out = tf.tidy(() => {
+          const [S, H, dh] = [keep.length, c.kT.shape[1], c.kT.shape[2]];
+          const k = tf.slice(tf.gather(c.kT, idx, 0), [0, 0, 0, minStart], [S, H, dh, cols]) as tf.Tensor4D;
+          const v = tf.slice(tf.gather(c.v, idx, 0), [0, 0, minStart, 0], [S, H, cols, dh]) as tf.Tensor4D;
+          return { kT: k, v };
+        });
+        c.kT.dispose();
+        c.v.dispose();
+        return out;
+      });
+      idx.dispose();
+      this.cache = next;
+      this.width = cols;
+      for (const s of kept) s.startCol -= minStart;
+    }
+    this.active = kept;
+    for (const s of done) this.complete(s);
+  }
+
+  private complete(seq: Seq): void {
+    // Flush text held back for a stop string that never completed.
+    if (seq.emitted < seq.text.length && seq.tokens.length > 0) {
+      const textDelta = seq.text.slice(seq.emitted);
+      seq.emitted = seq.text.length;
+      seq.req.onToken?.({ textDelta });
+    }
+    seq.resolve({
+      promptIds: [...seq.req.promptIds],
+      tokenIds: seq.tokens.map((t) => t.id),
+      tokens: seq.tokens,
+      text: seq.text,
+      finishReason: seq.finish ?? "stop",
+      modelVersion: this._version,
+    });
+  }
+}

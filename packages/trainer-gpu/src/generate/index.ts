@@ -1,0 +1,2 @@
+export * from "./generator.js";
+export * from "./sampling.js";

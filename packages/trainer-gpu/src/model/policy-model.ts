@@ -1,0 +1,339 @@
+import * as tf from "@tensorflow/tfjs";
+import { type ModelConfig, type ModelConfigInput, parseModelConfig } from "./config.js";
+import { embedRows, gelu, layerNorm, mm, pickColumns } from "./ops.js";
+
+/**
+ * A decoder-only, pre-LN transformer with causal attention, written with tfjs ops so it trains on any
+ * backend. WASM-specific choices (platform notes): token and position embeddings are one-hot x matrix
+ * products (gather has no gradient there), every matmul goes through `mm` (explicit-transpose gradient),
+ * and q/k/v are separate weights (rank-5 split is very slow).
+ */
+
+export type IdsInput = tf.Tensor2D | readonly (readonly number[])[];
+export type MaskInput = tf.Tensor2D | readonly (readonly number[])[];
+
+/** Cached attention state of one layer: keys stored pre-transposed `[B,H,dh,L]`, values `[B,H,L,dh]`. */
+export interface LayerKV {
+  kT: tf.Tensor4D;
+  v: tf.Tensor4D;
+}
+
+let nextInstance = 0;
+
+const NEG_INF = -1e9;
+
+function toRows(x: IdsInput | MaskInput): number[][] {
+  if (x instanceof tf.Tensor) return x.arraySync() as number[][];
+  return x.map((r) => Array.from(r));
+}
+
+export class PolicyModel {
+  readonly config: ModelConfig;
+  /** Unique prefix of this instance's tfjs variable names (tfjs variable names are global). */
+  readonly scope: string;
+  private readonly vars = new Map<string, tf.Variable>();
+  private readonly causalMasks = new Map<number, tf.Tensor>();
+  private disposed = false;
+
+  private constructor(config: ModelConfig, init: (name: string, shape: number[], i: number) => tf.Tensor) {
+    this.config = config;
+    this.scope = `agl_policy_${nextInstance++}`;
+    PolicyModel.weightSpecs(config).forEach(([name, shape], i) => {
+      const value = init(name, shape, i);
+      this.vars.set(name, tf.variable(value, true, `${this.scope}/${name}`));
+      value.dispose();
+    });
+  }
+
+  /** Names and shapes of all weights, in a fixed order (the optimizer-state and checkpoint order). */
+  static weightSpecs(c: ModelConfig): Array<[string, number[]]> {
+    const d = c.dModel;
+    const f = c.dModel * c.ffMult;
+    const specs: Array<[string, number[]]> = [
+      ["tok_emb", [c.vocabSize, d]],
+      ["pos_emb", [c.contextLength, d]],
+    ];
+    for (let l = 0; l < c.nLayers; l++) {
+      specs.push(
+        [`l${l}.ln1.g`, [d]],
+        [`l${l}.ln1.b`, [d]],
+        [`l${l}.wq`, [d, d]],
+        [`l${l}.wk`, [d, d]],
+        [`l${l}.wv`, [d, d]],
+        [`l${l}.wo`, [d, d]],
+        [`l${l}.ln2.g`, [d]],
+        [`l${l}.ln2.b`, [d]],
+        [`l${l}.w1`, [d, f]],
+        [`l${l}.b1`, [f]],
+        [`l${l}.w2`, [f, d]],
+        [`l${l}.b2`, [d]],
+      );
+    }
+    specs.push(["lnf.g", [d]], ["lnf.b", [d]], ["head", [d, c.vocabSize]]);
+    return specs;
+  }
+
+  /** A freshly initialised model; the same config (including `seed`) always gives the same weights. */
+  static create(config: ModelConfigInput): PolicyModel {
+    const cfg = parseModelConfig(config);
+    const residualStd = 0.02 / Math.sqrt(2 * cfg.nLayers);
+    return new PolicyModel(cfg, (name, shape, i) => {
+      if (name.endsWith(".g")) return tf.ones(shape);
+      if (/\.(b|b1|b2)$/.test(name)) return tf.zeros(shape);
+      const std = /\.(wo|w2)$/.test(name) ? residualStd : 0.02;
+      // Seeds derived per weight so adding layers does not reshuffle the others' init.
+      return tf.randomNormal(shape, 0, std, "float32", cfg.seed * 1000 + i + 1);
+    });
+  }
+
+  /** Build a model from named weight values (checkpoint load); shapes are checked. */
+  static fromWeights(config: ModelConfigInput, weights: ReadonlyMap<string, tf.Tensor>): PolicyModel {
+    const cfg = parseModelConfig(config);
+    return new PolicyModel(cfg, (name, shape) => {
+      const w = weights.get(name);
+      if (!w) throw new Error(`Missing weight "${name}"`);
+      if (w.shape.join(",") !== shape.join(",")) {
+        throw new Error(`Weight "${name}" has shape [${w.shape}] but the config needs [${shape}]`);
+      }
+      return w.clone();
+    });
+  }
+
+  /** All trainable variables in a fixed order. */
+  get trainableVariables(): tf.Variable[] {
+    return [...this.vars.values()];
+  }
+
+  /** Relative weight names in the same order as `trainableVariables`. */
+  get weightNames(): string[] {
+    return [...this.vars.keys()];
+  }
+
+  variable(name: string): tf.Variable {
+    const v = this.vars.get(name);
+    if (!v) throw new Error(`No weight "${name}"`);
+    return v;
+  }
+
+  /** Total number of parameters. */
+  get parameterCount(): number {
+    let n = 0;
+    for (const v of this.vars.values()) n += v.size;
+    return n;
+  }
+
+  /** Parameters taking part in dense matmuls per token (excludes the one-hot embedding tables). */
+  get matmulParameterCount(): number {
+    const c = this.config;
+    const d = c.dModel;
+    return c.nLayers * (4 * d * d + 2 * d * d * c.ffMult) + d * c.vocabSize;
+  }
+
+  /** An independent copy (e.g. the frozen reference policy for KL); its variables are not trainable. */
+  clone(options: { trainable?: boolean } = {}): PolicyModel {
+    const copy = new PolicyModel(this.config, (name) => this.variable(name).clone());
+    if (options.trainable === false) for (const v of copy.vars.values()) v.trainable = false;
+    return copy;
+  }
+
+  /** Copy every weight value from another model of the same shape. */
+  setWeightsFrom(other: PolicyModel): void {
+    for (const [name, v] of this.vars) v.assign(other.variable(name));
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const v of this.vars.values()) v.dispose();
+    for (const m of this.causalMasks.values()) m.dispose();
+    this.vars.clear();
+  }
+
+  get isDisposed(): boolean {
+    return this.disposed;
+  }
+
+  private causalMask(T: number): tf.Tensor {
+    let m = this.causalMasks.get(T);
+    if (!m) {
+      const data = new Float32Array(T * T);
+      for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) data[i * T + j] = NEG_INF;
+      m = tf.keep(tf.tensor4d(data, [1, 1, T, T]));
+      this.causalMasks.set(T, m);
+    }
+    return m;
+  }
+
+  private checkLength(T: number): void {
+    if (T > this.config.contextLength) {
+      throw new Error(`Sequence length ${T} exceeds the model's context length ${this.config.contextLength}`);
+    }
+  }
+
+  /** Token + position embeddings of flat ids `[N]` at flat positions `[N]` (or 0..T-1 per row). */
+  private embed(flatIds: Int32Array, B: number, T: number, positions?: Int32Array): tf.Tensor2D {
+    const c = this.config;
+    const tok = embedRows(this.variable("tok_emb") as tf.Tensor2D, flatIds);
+    if (positions) return tf.add(tok, embedRows(this.variable("pos_emb") as tf.Tensor2D, positions)) as tf.Tensor2D;
+    const pos = tf.slice(this.variable("pos_emb"), [0, 0], [T, c.dModel]);
+    return tf.reshape(tf.add(tf.reshape(tok, [B, T, c.dModel]), pos), [B * T, c.dModel]);
+  }
+
+  /**
+   * Run the blocks on `x [B*T,d]`. `bias` is added to attention scores (causal and/or padding masks);
+   * with `past`, the new keys/values are appended to it (incremental decoding).
+   */
+  private blocks(x: tf.Tensor2D, B: number, T: number, bias: tf.Tensor, past?: LayerKV[]): { h: tf.Tensor2D; kv: LayerKV[] } {
+    const c = this.config;
+    const H = c.nHeads;
+    const dh = c.dModel / H;
+    const scale = 1 / Math.sqrt(dh);
+    const kv: LayerKV[] = [];
+    let h: tf.Tensor = x;
+    for (let l = 0; l < c.nLayers; l++) {
+      const w = (n: string) => this.variable(`l${l}.${n}`);
+      const xn = layerNorm(h, w("ln1.g"), w("ln1.b"));
+      const q = tf.transpose(tf.reshape(mm(xn, w("wq")), [B, T, H, dh]), [0, 2, 1, 3]);
+      let kT = tf.transpose(tf.reshape(mm(xn, w("wk")), [B, T, H, dh]), [0, 2, 3, 1]) as tf.Tensor4D;
+      let v = tf.transpose(tf.reshape(mm(xn, w("wv")), [B, T, H, dh]), [0, 2, 1, 3]) as tf.Tensor4D;
+      if (past) {
+        const p = past[l] as LayerKV;
+        kT = tf.concat([p.kT, kT], 3);
+        v = tf.concat([p.v, v], 2);
+      }
+      kv.push({ kT, v });
+      const scores = tf.add(tf.mul(mm(q, kT), scale), bias);
+      const attn = mm(tf.softmax(scores), v);
+      const merged = tf.reshape(tf.transpose(attn, [0, 2, 1, 3]), [B * T, c.dModel]);
+      h = tf.add(h, mm(merged, w("wo")));
+      const xn2 = layerNorm(h, w("ln2.g"), w("ln2.b"));
+      const ff = mm(gelu(tf.add(mm(xn2, w("w1")), w("b1"))), w("w2"));
+      h = tf.add(h, tf.add(ff, w("b2")));
+    }
+    return { h: layerNorm(h, this.variable("lnf.g"), this.variable("lnf.b")) as tf.Tensor2D, kv };
+  }
+
+  /**
+   * Final hidden states `[B,T,d]` and the attention bias for a batch. With an attention mask (1 = token,
+   * 0 = padding, left or right), padded keys are masked and positions count real tokens only, so a
+   * left-padded row gets exactly the numbers it would get alone.
+   */
+  private forwardHidden(inputIds: IdsInput, attentionMask?: MaskInput): { h: tf.Tensor2D; B: number; T: number } {
+    const rows = toRows(inputIds);
+    const B = rows.length;
+    const T = rows[0]?.length ?? 0;
+    if (B === 0 || T === 0) throw new Error("forward needs a non-empty [B,T] batch");
+    this.checkLength(T);
+    const flat = new Int32Array(B * T);
+    rows.forEach((r, b) => {
+      if (r.length !== T) throw new Error("all rows of inputIds must have the same length");
+      flat.set(r, b * T);
+    });
+    let bias: tf.Tensor = this.causalMask(T);
+    let positions: Int32Array | undefined;
+    if (attentionMask) {
+      const mask = toRows(attentionMask);
+      positions = new Int32Array(B * T);
+      const keyBias = new Float32Array(B * T);
+      mask.forEach((r, b) => {
+        let seen = 0;
+        for (let t = 0; t < T; t++) {
+          const m = r[t] ?? 0;
+          if (m) seen++;
+          positions![b * T + t] = Math.max(0, seen - 1);
+          keyBias[b * T + t] = m ? 0 : NEG_INF;
+        }
+      });
+      bias = tf.add(bias, tf.tensor4d(keyBias, [B, 1, 1, T]));
+    }
+    const x = this.embed(flat, B, T, positions);
+    return { h: this.blocks(x, B, T, bias).h, B, T };
+  }
+
+  /** Final-layer hidden states `[B,T,d]` (for value heads). */
+  hidden(inputIds: IdsInput, attentionMask?: MaskInput): tf.Tensor3D {
+    const { h, B, T } = this.forwardHidden(inputIds, attentionMask);
+    return tf.reshape(h, [B, T, this.config.dModel]);
+  }
+
+  /** Next-token logits `[B,T,V]` for every position. Differentiable; call inside tf.tidy / variableGrads. */
+  logits(inputIds: IdsInput, attentionMask?: MaskInput): tf.Tensor3D {
+    const { h, B, T } = this.forwardHidden(inputIds, attentionMask);
+    return tf.reshape(mm(h, this.variable("head")), [B, T, this.config.vocabSize]);
+  }
+
+  /**
+   * Log-probability `[B,T-1]` of each token `inputIds[:, t+1]` given the tokens up to `t` (temperature 1).
+   * Differentiable: use inside `tf.variableGrads` / `optimizer.minimize`. Mask the result yourself (e.g.
+   * with the assistant/response mask shifted by one: `mask[:, 1:]`).
+   */
+  tokenLogProbs(inputIds: IdsInput, attentionMask?: MaskInput, options: { temperature?: number } = {}): tf.Tensor2D {
+    return this.tokenLogProbsWithEntropy(inputIds, attentionMask, options).logProbs;
+  }
+
+  /** `tokenLogProbs` plus the entropy `[B,T-1]` of each next-token distribution. */
+  tokenLogProbsWithEntropy(
+    inputIds: IdsInput,
+    attentionMask?: MaskInput,
+    options: { temperature?: number } = {},
+  ): { logProbs: tf.Tensor2D; entropy: tf.Tensor2D } {
+    const rows = toRows(inputIds);
+    const B = rows.length;
+    const T = rows[0]?.length ?? 0;
+    if (T < 2) throw new Error("tokenLogProbs needs sequences of at least 2 tokens");
+    const V = this.config.vocabSize;
+    let logits: tf.Tensor = tf.slice(this.logits(rows, attentionMask), [0, 0, 0], [B, T - 1, V]);
+    const temperature = options.temperature ?? 1;
+    if (temperature !== 1) logits = tf.div(logits, temperature);
+    const lp = tf.logSoftmax(logits);
+    const targets = new Int32Array(B * (T - 1));
+    rows.forEach((r, b) => {
+      targets.set(r.slice(1), b * (T - 1));
+    });
+    const logProbs = tf.reshape(pickColumns(tf.reshape(lp, [B * (T - 1), V]), targets), [B, T - 1]) as tf.Tensor2D;
+    const entropy = tf.neg(tf.sum(tf.mul(tf.exp(lp), lp), -1)) as tf.Tensor2D;
+    return { logProbs, entropy };
+  }
+
+  /**
+   * Prefill one prompt for incremental decoding: returns the logits after the last prompt token `[V]`
+   * and the per-layer cache (`[1,H,dh,P]` / `[1,H,P,dh]`), which the caller owns and must dispose.
+   */
+  prefill(ids: readonly number[]): { logits: Float32Array; cache: LayerKV[] } {
+    this.checkLength(ids.length);
+    const T = ids.length;
+    const result = tf.tidy(() => {
+      const x = this.embed(Int32Array.from(ids), 1, T);
+      const { h, kv } = this.blocks(x, 1, T, this.causalMask(T));
+      const last = tf.slice(h, [T - 1, 0], [1, this.config.dModel]);
+      const logits = mm(last, this.variable("head"));
+      return { logits, kv: kv.map((e) => ({ kT: e.kT, v: e.v })) };
+    });
+    const logits = result.logits.dataSync() as Float32Array;
+    result.logits.dispose();
+    return { logits: Float32Array.from(logits), cache: result.kv };
+  }
+
+  /**
+   * One decode step for `S` sequences: `tokens[i]` at `positions[i]`, attending to `cache` (`L` columns)
+   * plus itself. `keyBias [S,1,1,L+1]` masks unused cache columns with a large negative value. Returns the
+   * logits `[S,V]` and the extended cache (new tensors; the caller disposes the old and new ones).
+   */
+  decodeStep(
+    tokens: readonly number[],
+    positions: readonly number[],
+    cache: LayerKV[],
+    keyBias: tf.Tensor4D,
+  ): { logits: Float32Array; cache: LayerKV[] } {
+    const S = tokens.length;
+    for (const p of positions) if (p >= this.config.contextLength) this.checkLength(p + 1);
+    const result = tf.tidy(() => {
+      const x = this.embed(Int32Array.from(tokens), S, 1, Int32Array.from(positions));
+      const { h, kv } = this.blocks(x, S, 1, keyBias, cache);
+      return { logits: mm(h, this.variable("head")), kv: kv.map((e) => ({ kT: e.kT, v: e.v })) };
+    });
+    const logits = Float32Array.from(result.logits.dataSync() as Float32Array);
+    result.logits.dispose();
+    return { logits, cache: result.kv };
+  }
+}

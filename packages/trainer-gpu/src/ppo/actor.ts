@@ -1,0 +1,225 @@
+import * as tf from "@tensorflow/tfjs-core";
+import { type PackedBatch, packBatch, toPacked } from "./batch.js";
+import type { KlEstimator, LossAggMode } from "./config.js";
+import { aggregationWeights, detach, klPenalty, policyLoss, tokenLogprobsAndEntropy, weightedSum } from "./loss.js";
+import { type AdamW, clipByGlobalNorm } from "./optim.js";
+import type { SeededRandom } from "./rng.js";
+import type { TrainRow } from "./triplet-rows.js";
+
+/** What the trainer needs from a policy: causal logits and its trainable variables. */
+export interface TrainablePolicy {
+  /** Logits `[B, L, V]` for token ids `[B, L]` (int32), causal. */
+  logits(ids: tf.Tensor2D): tf.Tensor3D;
+  readonly trainableVariables: readonly tf.Variable[];
+}
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/** Forward the packed micro-batch and return log-probs and entropies at the target positions. */
+function forward(policy: TrainablePolicy, packed: PackedBatch): { logprobs: tf.Tensor2D; entropy: tf.Tensor2D } {
+  return tf.tidy(() => {
+    const ids = tf.tensor2d(packed.ids, [packed.batchSize, packed.length], "int32");
+    const logits = policy.logits(ids);
+    const [B, L, V] = logits.shape;
+    const shifted = tf.slice(logits, [0, 0, 0], [B, L - 1, V]) as tf.Tensor3D;
+    const targets = tf.tensor2d(packed.targets, [B, L - 1], "int32");
+    return tokenLogprobsAndEntropy(shifted, targets);
+  });
+}
+
+/** Per-response-token log-probs (and entropies) of `rows` under `policy`, no gradient. */
+export function computeLogprobs(
+  policy: TrainablePolicy,
+  rows: readonly TrainRow[],
+  microBatchRows: number,
+  padId: number,
+): { logprobs: number[][]; entropy: number[][] } {
+  const logprobs: number[][] = [];
+  const entropy: number[][] = [];
+  for (const micro of chunks(rows, microBatchRows)) {
+    const packed = packBatch(micro, padId);
+    const out = forward(policy, packed);
+    const lp = out.logprobs.arraySync();
+    const ent = out.entropy.arraySync();
+    out.logprobs.dispose();
+    out.entropy.dispose();
+    micro.forEach((r, i) => {
+      const s = packed.responseStart[i]!;
+      logprobs.push(lp[i]!.slice(s, s + r.responseIds.length));
+      entropy.push(ent[i]!.slice(s, s + r.responseIds.length));
+    });
+  }
+  return { logprobs, entropy };
+}
+
+/** Per-response-token training inputs for one row. */
+export interface RowTensors {
+  advantages: number[];
+  /** Log-probs of the policy that collected the data (recomputed), or null to use the current
+   * log-probs detached (exactly on-policy: a single update per batch). */
+  oldLogprobs: number[] | null;
+  refLogprobs: number[] | null;
+  tisWeights: number[] | null;
+}
+
+export interface ActorUpdateOptions {
+  miniBatchRows: number;
+  microBatchRows: number;
+  epochs: number;
+  shuffle: boolean;
+  rng: SeededRandom;
+  padId: number;
+  clipLow: number;
+  clipHigh: number;
+  clipC: number;
+  aggMode: LossAggMode;
+  entropyCoeff: number;
+  useKlLoss: boolean;
+  klLossCoef: number;
+  klLossType: KlEstimator;
+  gradClip: number;
+  /** Learning rate for the given 1-based optimizer step. */
+  lr: (step: number) => number;
+}
+
+export interface ActorMetrics {
+  "actor/pg_loss": number;
+  "actor/pg_clipfrac": number;
+  "actor/pg_clipfrac_lower": number;
+  "actor/ppo_kl": number;
+  "actor/entropy": number;
+  "actor/kl_loss": number;
+  "actor/grad_norm": number;
+  "actor/lr": number;
+  "actor/n_updates": number;
+}
+
+/**
+ * PPO actor update: `epochs` passes over the rows in mini-batches of `miniBatchRows`, each split into
+ * micro-batches whose gradients are summed before one clipped optimizer step.
+ */
+export function updateActor(
+  policy: TrainablePolicy,
+  optimizer: AdamW,
+  rows: readonly TrainRow[],
+  inputs: readonly RowTensors[],
+  o: ActorUpdateOptions,
+): ActorMetrics {
+  const vars = [...policy.trainableVariables];
+  const sums = { pg: 0, clip: 0, clipLower: 0, kl: 0, ent: 0, klLoss: 0, norm: 0, lr: 0 };
+  let updates = 0;
+  const order = rows.map((_, i) => i);
+  for (let epoch = 0; epoch < o.epochs; epoch++) {
+    if (o.shuffle && epoch > 0) o.rng.shuffle(order);
+    for (const mini of chunks(order, o.miniBatchRows)) {
+      const miniRows = mini.map((i) => rows[i]!);
+      const masks = miniRows.map((r) => r.responseMask);
+      const weights = aggregationWeights(
+        masks,
+        o.aggMode,
+        miniRows.map((r) => r.rolloutId),
+      );
+      const metricWeights = aggregationWeights(masks, "token-mean");
+      let acc: tf.Tensor[] | null = null;
+      const micro = chunks(
+        mini.map((_, j) => j),
+        o.microBatchRows,
+      );
+      for (const part of micro) {
+        const mRows = part.map((j) => miniRows[j]!);
+        const mIn = part.map((j) => inputs[mini[j]!]!);
+        const packed = packBatch(mRows, o.padId);
+        const pack = (vals: (number[] | null)[]) =>
+          tf.tensor2d(
+            toPacked(
+              packed,
+              vals.map((v, k) => v ?? new Array(mRows[k]!.responseIds.length).fill(0)),
+            ),
+            [packed.batchSize, packed.length - 1],
+          );
+        const stats: tf.Scalar[] = [];
+        const { grads, value } = tf.tidy(() => {
+          const adv = pack(mIn.map((x) => x.advantages));
+          const w = pack(part.map((j) => weights[j]!));
+          const mw = pack(part.map((j) => metricWeights[j]!));
+          const oldGiven = mIn.every((x) => x.oldLogprobs != null);
+          const oldT = oldGiven ? pack(mIn.map((x) => x.oldLogprobs)) : null;
+          const tisT = mIn.every((x) => x.tisWeights != null) ? pack(mIn.map((x) => x.tisWeights)) : null;
+          const refT = o.useKlLoss ? pack(mIn.map((x) => x.refLogprobs)) : null;
+          return tf.variableGrads(() => {
+            const { logprobs, entropy } = forward(policy, packed);
+            const out = policyLoss({
+              logprob: logprobs,
+              oldLogprob: oldT ?? detach(logprobs),
+              advantages: adv,
+              weights: w,
+              metricWeights: mw,
+              clipLow: o.clipLow,
+              clipHigh: o.clipHigh,
+              clipC: o.clipC,
+              tisWeights: tisT,
+            });
+            const entLoss = weightedSum(entropy, w);
+            let loss = tf.sub(out.loss, tf.mul(entLoss, o.entropyCoeff)) as tf.Scalar;
+            let klLoss = tf.scalar(0);
+            if (refT) {
+              klLoss = weightedSum(klPenalty(logprobs, refT, o.klLossType), w);
+              loss = tf.add(loss, tf.mul(klLoss, o.klLossCoef)) as tf.Scalar;
+            }
+            const entMetric = weightedSum(entropy, mw);
+            for (const t of [out.loss, out.clipfrac, out.clipfracLower, out.ppoKl, entMetric, klLoss]) {
+              stats.push(tf.keep(t));
+            }
+            return loss;
+          }, vars);
+        });
+        value.dispose();
+        const [pg, clip, clipLower, kl, ent, klLoss] = stats.map((t) => t.dataSync()[0]!);
+        for (const t of stats) t.dispose();
+        // Micro-batch sums of weighted terms add up to the mini-batch value; metric weights too.
+        sums.pg += pg!;
+        sums.clip += clip!;
+        sums.clipLower += clipLower!;
+        sums.kl += kl!;
+        sums.ent += ent!;
+        sums.klLoss += klLoss!;
+        const list = vars.map((v) => grads[v.name]!);
+        if (acc === null) acc = list;
+        else {
+          const prev: tf.Tensor[] = acc;
+          acc = list.map((g, k) => {
+            const s = tf.add(prev[k]!, g);
+            prev[k]!.dispose();
+            g.dispose();
+            return s;
+          });
+        }
+      }
+      if (acc) {
+        const { grads, norm } = clipByGlobalNorm(acc, o.gradClip);
+        const lr = o.lr(optimizer.step + 1);
+        optimizer.apply(grads, lr);
+        for (const g of new Set([...acc, ...grads])) g.dispose();
+        sums.norm += norm;
+        sums.lr = lr;
+        updates += 1;
+      }
+    }
+  }
+  const u = Math.max(1, updates);
+  return {
+    "actor/pg_loss": sums.pg / u,
+    "actor/pg_clipfrac": sums.clip / u,
+    "actor/pg_clipfrac_lower": sums.clipLower / u,
+    "actor/ppo_kl": sums.kl / u,
+    "actor/entropy": sums.ent / u,
+    "actor/kl_loss": sums.klLoss / u,
+    "actor/grad_norm": sums.norm / u,
+    "actor/lr": sums.lr,
+    "actor/n_updates": updates,
+  };
+}

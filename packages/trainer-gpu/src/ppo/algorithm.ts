@@ -1,0 +1,348 @@
+import { randomBytes } from "node:crypto";
+import { join, resolve } from "node:path";
+import { ProxySpansToTriplets } from "@agl/adapter";
+import type { Adapter, Algorithm, AlgorithmContext, NamedResources, Span, Triplet } from "@agl/core";
+import { LLMProxy } from "@agl/proxy";
+import type { PolicyModel } from "../model/policy-model.js";
+import { PolicyServer } from "../server/policy-server.js";
+import type { ChatTemplate } from "../tokenizer/chat-template.js";
+import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import { loadLatestPPOCheckpoint, savePPOCheckpoint } from "./checkpoint.js";
+import { CollectAbortedError, type CollectedRollout, collectRollouts } from "./collect.js";
+import { type PPOConfig, type PPOConfigInput, parsePPOConfig } from "./config.js";
+import { MetricsLog, type MetricsRecord } from "./metrics-log.js";
+import { AdamW } from "./optim.js";
+import { deriveSeed, SeededRandom } from "./rng.js";
+import { ppoUpdate } from "./step.js";
+import { ValueHead } from "./value-head.js";
+
+/** The policy being trained: model, tokenizer and chat template (what `loadCheckpoint` returns). */
+export interface PolicyBundle {
+  model: PolicyModel;
+  tokenizer: Tokenizer;
+  template: ChatTemplate;
+}
+
+/** A running OpenAI-compatible server sampling from `PolicyBundle.model`. */
+export interface ServingHandle {
+  /** Base URL of the OpenAI API (ending in `/v1`). */
+  url: string;
+  /** Drain running generations, run `apply` (which changes the model's weights in place), bump and
+   * return the served model version, resume. */
+  swapWeights(apply: () => void | Promise<void>): Promise<string | number>;
+  close(): Promise<void>;
+}
+
+export type ServeFn = (policy: PolicyBundle, options: { modelName: string }) => Promise<ServingHandle>;
+
+/** The default: the in-process `PolicyServer` (dynamic batching, vLLM token ids) on a loopback port. */
+export const servePolicy: ServeFn = async (policy, { modelName }) => {
+  const server = new PolicyServer({
+    model: policy.model,
+    tokenizer: policy.tokenizer,
+    template: policy.template,
+    modelName,
+  });
+  await server.start();
+  return {
+    url: server.baseUrl,
+    swapWeights: (apply) => server.swapWeights(async () => apply()),
+    close: () => server.stop(),
+  };
+};
+
+export interface PPOOptions {
+  config?: PPOConfigInput;
+  policy: PolicyBundle;
+  /** Starts the policy server (default `servePolicy`); the trainer puts an `LLMProxy` in front of it. */
+  serve?: ServeFn;
+  /** Model name agents see (default "policy"). */
+  modelName?: string;
+  /** Resource name of the published ProxyLLM (default "main_llm", as in Agent Lightning). */
+  resourceName?: string;
+  /** A rollout whose final reward is >= this counts as a success for `*\/accuracy` (default 1). */
+  successThreshold?: number;
+  /** Save a checkpoint and stop cleanly on SIGINT/SIGTERM (default true). */
+  handleSignals?: boolean;
+  /** Stop (with a checkpoint) after this step, as if interrupted; for resume tests and staged runs. */
+  stopAfterStep?: number;
+  /** Called after every step with its metrics. */
+  onStep?: (step: number, metrics: Record<string, number>) => void;
+}
+
+export interface ValidationResult {
+  reward: number;
+  accuracy: number;
+  n: number;
+}
+
+export interface PPOResult {
+  stepsCompleted: number;
+  /** Validation before training (null when `val_before_train` is off or there is no validation set). */
+  initialValidation: ValidationResult | null;
+  finalValidation: ValidationResult | null;
+  history: MetricsRecord[];
+  aborted: boolean;
+  checkpointDir: string | null;
+  metricsPath: string | null;
+  plotPath: string;
+  seconds: number;
+}
+
+const TERMINAL_OK = "succeeded";
+
+/**
+ * PPO/GRPO as an Algorithm for the core Trainer, following Agent Lightning's VERL data flow: serve the
+ * policy behind the LLM proxy, publish a ProxyLLM, enqueue each sample `rollout.n` times under one
+ * data_id, wait, adapt spans to triplets, build the batch, compute advantages, update, then swap the
+ * new weights in while the proxy is paused, and validate every `test_freq` steps.
+ */
+export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
+  readonly name = "PPO";
+  readonly config: PPOConfig;
+
+  constructor(private readonly options: PPOOptions) {
+    this.config = parsePPOConfig(options.config ?? {});
+  }
+
+  async run(context: AlgorithmContext<T>): Promise<PPOResult> {
+    const started = performance.now();
+    const c = this.config;
+    const { store, logger } = context;
+    const { model } = this.options.policy;
+    const root = resolve(c.trainer.default_local_dir);
+    const modelName = this.options.modelName ?? "policy";
+    const threshold = this.options.successThreshold ?? 1;
+    const adapter: Pick<Adapter<Span[], Triplet[]>, "adapt"> =
+      (context.adapter as Adapter<Span[], Triplet[]> | undefined) ?? new ProxySpansToTriplets();
+    const train = context.trainDataset;
+    const val = context.valDataset ?? [];
+    const batchSize = Math.min(c.data.train_batch_size, train.length);
+    const stepsPerEpoch = Math.floor(train.length / Math.max(1, batchSize));
+    const totalSteps = c.trainer.total_training_steps ?? stepsPerEpoch * c.trainer.total_epochs;
+    const padId = this.options.policy.tokenizer.padId;
+
+    const needRef = c.actor_rollout_ref.actor.use_kl_loss || c.algorithm.use_kl_in_reward;
+    const reference = needRef ? model.clone({ trainable: false }) : null;
+    const optim = c.actor_rollout_ref.actor.optim;
+    const optimizer = new AdamW(model.trainableVariables, {
+      betas: optim.betas,
+      eps: optim.eps,
+      weightDecay: optim.weight_decay,
+    });
+    const valueHead =
+      c.algorithm.adv_estimator === "gae" ? new ValueHead(model.config.dModel, c.critic.hidden_size, c.trainer.seed) : null;
+
+    // Resume: weights, optimizer moments and step; every random draw derives from (seed, step).
+    let step = 0;
+    let previous: MetricsRecord[] = [];
+    if (c.trainer.resume_mode === "auto") {
+      const ckpt = await loadLatestPPOCheckpoint(root);
+      if (ckpt) {
+        await ckpt.restoreInto(model, reference);
+        optimizer.setState(ckpt.optimizer);
+        step = ckpt.state.step;
+        previous = ckpt.state.history;
+        logger.info(`PPO: resumed from ${ckpt.dir} (step ${step})`);
+      }
+    }
+
+    const jsonlPath = c.trainer.logger.includes("jsonl") ? join(root, "metrics.jsonl") : null;
+    const plotPath = join(root, "reward.svg");
+    const log = new MetricsLog({
+      jsonlPath,
+      plotPath,
+      progress: c.trainer.logger.includes("progress"),
+      console: c.trainer.logger.includes("console"),
+      totalSteps,
+      title: `${c.trainer.project_name}/${c.trainer.experiment_name}: reward`,
+    });
+
+    const stop = new AbortController();
+    const onContextAbort = () => stop.abort();
+    context.signal.addEventListener("abort", onContextAbort);
+    const onSignal = () => {
+      logger.warn("PPO: interrupted; saving a checkpoint and stopping");
+      stop.abort();
+    };
+    if (this.options.handleSignals ?? true) {
+      process.once("SIGINT", onSignal);
+      process.once("SIGTERM", onSignal);
+    }
+
+    const server = await (this.options.serve ?? servePolicy)(this.options.policy, { modelName });
+    // Control routes are guarded by a per-run admin token; LLM routes stay open on loopback so unmodified
+    // agents (which only know the attempt URL) can call them.
+    const proxy = new LLMProxy({
+      store,
+      backends: [{ url: server.url }],
+      model: modelName,
+      adminToken: randomBytes(24).toString("hex"),
+      llmAuth: "none",
+      healthCheckIntervalMs: 0,
+      logger: { warn: (m) => logger.info(`proxy: ${m}`), error: (m) => logger.error(`proxy: ${m}`) },
+    });
+    await proxy.start();
+    const resourceName = this.options.resourceName ?? "main_llm";
+    const extra: NamedResources = Object.fromEntries(
+      Object.entries(context.initialResources ?? {}).filter(([, r]) => r.resource_type === "prompt_template"),
+    );
+    const rollout = c.actor_rollout_ref.rollout;
+    const sampling = (k: { temperature: number; top_p: number; top_k: number }) => ({
+      temperature: k.temperature,
+      top_p: k.top_p,
+      ...(k.top_k > 0 ? { top_k: k.top_k } : {}),
+      max_tokens: c.data.max_response_length,
+    });
+    await store.updateResources("ppo-train", {
+      ...extra,
+      [resourceName]: proxy.asResource({ model: modelName, samplingParameters: sampling(rollout) }),
+    });
+    await store.updateResources("ppo-val", {
+      ...extra,
+      [resourceName]: proxy.asResource({ model: modelName, samplingParameters: sampling(rollout.val_kwargs) }),
+    });
+
+    const validate = async (atStep: number): Promise<ValidationResult | null> => {
+      if (val.length === 0) return null;
+      const t0 = performance.now();
+      const count = Math.min(c.data.val_batch_size ?? val.length, val.length);
+      const collected = await collectRollouts({
+        store,
+        adapter,
+        samples: val.slice(0, count).map((task, index) => ({ index, task })),
+        n: rollout.val_kwargs.n,
+        mode: "val",
+        resourcesId: "ppo-val",
+        timeoutSeconds: rollout.timeout_seconds,
+        pollSeconds: c.agentlightning.poll_interval_seconds,
+        seedOf: (i, r) => deriveSeed(c.trainer.seed, 1_000_003, atStep, i, r),
+        dataIdOf: (i) => `val-${atStep}-${i}`,
+        signal: stop.signal,
+      });
+      const result = summarize(collected, threshold);
+      log.record(atStep, {
+        "val/reward": result.reward,
+        "val/accuracy": result.accuracy,
+        "val/n_rollouts": result.n,
+        "timing_s/testing": (performance.now() - t0) / 1000,
+      });
+      return result;
+    };
+
+    let initialValidation: ValidationResult | null = null;
+    let finalValidation: ValidationResult | null = null;
+    let aborted = false;
+    let failed = false;
+    let checkpointDir: string | null = null;
+    const save = async () => {
+      checkpointDir = await savePPOCheckpoint(root, {
+        ...this.options.policy,
+        optimizer: optimizer.getState(),
+        reference,
+        state: { step, history: log.history, config: c },
+      });
+    };
+
+    log.start(step, previous);
+    try {
+      if (c.trainer.val_before_train && step === 0) initialValidation = await validate(0);
+      while (step < totalSteps) {
+        if (stop.signal.aborted) throw new CollectAbortedError();
+        const next = step + 1;
+        const t0 = performance.now();
+        const epoch = Math.floor(step / Math.max(1, stepsPerEpoch));
+        const order = train.map((_, i) => i);
+        if (c.data.shuffle) new SeededRandom(deriveSeed(c.trainer.seed, 7, epoch)).shuffle(order);
+        const offset = (step % Math.max(1, stepsPerEpoch)) * batchSize;
+        const indices = order.slice(offset, offset + batchSize);
+        const collected = await collectRollouts({
+          store,
+          adapter,
+          samples: indices.map((index) => ({ index, task: train[index]! })),
+          n: rollout.n,
+          mode: "train",
+          resourcesId: "ppo-train",
+          timeoutSeconds: rollout.timeout_seconds,
+          pollSeconds: c.agentlightning.poll_interval_seconds,
+          seedOf: (i, r) => deriveSeed(c.trainer.seed, next, i, r),
+          dataIdOf: (i) => `train-${next}-${i}`,
+          signal: stop.signal,
+        });
+        const tGen = (performance.now() - t0) / 1000;
+        // No call may be sampled while weights change: the proxy turns new calls away (429 + Retry-After,
+        // which SDKs retry) and the server drains running generations before the update runs.
+        await proxy.pause();
+        const rng = new SeededRandom(deriveSeed(c.trainer.seed, next, 99));
+        const summary = summarize(collected, threshold);
+        let metrics: Record<string, number> = {};
+        const version = await server.swapWeights(() => {
+          metrics = ppoUpdate(collected, c, { policy: model, reference, optimizer, valueHead, padId }, rng, totalSteps);
+        });
+        await proxy.resume({ modelVersion: version });
+        step = next;
+        const seconds = (performance.now() - t0) / 1000;
+        Object.assign(metrics, {
+          "training/reward": summary.reward,
+          "training/accuracy": summary.accuracy,
+          "training/n_rollouts": summary.n,
+          "training/epoch": epoch,
+          "timing_s/gen": tGen,
+          "timing_s/step": seconds,
+          "perf/throughput": (metrics["training/n_tokens"] ?? 0) / seconds,
+        });
+        log.record(step, metrics);
+        this.options.onStep?.(step, metrics);
+        const last = step === totalSteps;
+        if (c.trainer.test_freq > 0 && (step % c.trainer.test_freq === 0 || last)) {
+          finalValidation = await validate(step);
+        }
+        if (c.trainer.save_freq > 0 && step % c.trainer.save_freq === 0) await save();
+        if (this.options.stopAfterStep !== undefined && step >= this.options.stopAfterStep) break;
+      }
+    } catch (error) {
+      if (!(error instanceof CollectAbortedError)) {
+        failed = true;
+        throw error;
+      }
+      aborted = true;
+    } finally {
+      context.signal.removeEventListener("abort", onContextAbort);
+      process.removeListener("SIGINT", onSignal);
+      process.removeListener("SIGTERM", onSignal);
+      log.stop();
+      // After a completed step or an abort between steps the weights match `step` exactly; after a
+      // failure inside an update they may not, so no checkpoint is written then.
+      if (!failed) {
+        await save().catch((e) => logger.error(`PPO: saving the final checkpoint failed: ${(e as Error).message}`));
+      }
+      await proxy.stop();
+      await server.close();
+      reference?.dispose();
+      optimizer.dispose();
+      valueHead?.optimizer.dispose();
+    }
+    log.writePlot();
+    return {
+      stepsCompleted: step,
+      initialValidation,
+      finalValidation,
+      history: log.history,
+      aborted,
+      checkpointDir,
+      metricsPath: jsonlPath,
+      plotPath,
+      seconds: (performance.now() - started) / 1000,
+    };
+  }
+}
+
+function summarize(rollouts: readonly CollectedRollout[], threshold: number): ValidationResult {
+  const rewards = rollouts.map((r) => (r.status === TERMINAL_OK ? (r.reward ?? 0) : 0));
+  const n = rewards.length;
+  return {
+    reward: n ? rewards.reduce((a, b) => a + b, 0) / n : 0,
+    accuracy: n ? rewards.filter((r) => r >= threshold).length / n : 0,
+    n,
+  };
+}

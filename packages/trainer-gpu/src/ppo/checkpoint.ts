@@ -1,0 +1,132 @@
+import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
+import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { loadCheckpoint, saveCheckpoint } from "../model/checkpoint.js";
+import type { PolicyModel } from "../model/policy-model.js";
+import type { ChatTemplate } from "../tokenizer/chat-template.js";
+import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import type { MetricsRecord } from "./metrics-log.js";
+import type { AdamState } from "./optim.js";
+
+/**
+ * PPO checkpoints, laid out as VERL does: `<dir>/global_step_<k>/` and
+ * `<dir>/latest_checkpointed_iteration.txt`. Each holds the actor (the policy checkpoint format, so
+ * it can be served or fine-tuned directly), the optimizer moments, the frozen reference policy when
+ * KL is used, and the trainer state (step, metrics so far). Everything a resumed run needs to
+ * continue exactly where an uninterrupted run would be.
+ */
+
+export const LATEST_FILE = "latest_checkpointed_iteration.txt";
+
+export interface TrainerState {
+  step: number;
+  history: MetricsRecord[];
+  /** The config the run was started with (for a mismatch warning on resume). */
+  config: unknown;
+}
+
+export interface PPOCheckpointParts {
+  model: PolicyModel;
+  tokenizer: Tokenizer;
+  template: ChatTemplate;
+  optimizer: AdamState;
+  reference: PolicyModel | null;
+  state: TrainerState;
+}
+
+const stepDir = (root: string, step: number) => join(root, `global_step_${step}`);
+
+async function writeAtomic(path: string, data: string | Buffer): Promise<void> {
+  const tmp = `${path}.tmp-${process.pid}`;
+  await writeFile(tmp, data);
+  await rename(tmp, path);
+}
+
+function packOptimizer(state: AdamState): { bytes: Buffer; meta: unknown } {
+  const arrays = [...state.m, ...state.v];
+  const bytes = Buffer.concat(arrays.map((a) => Buffer.from(a.buffer, a.byteOffset, a.byteLength)));
+  return {
+    bytes,
+    meta: {
+      step: state.step,
+      sizes: state.m.map((a) => a.length),
+      sha256: createHash("sha256").update(bytes).digest("hex"),
+    },
+  };
+}
+
+export async function savePPOCheckpoint(root: string, parts: PPOCheckpointParts): Promise<string> {
+  const dir = stepDir(root, parts.state.step);
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+  await saveCheckpoint(join(dir, "actor"), parts.model, {
+    tokenizer: parts.tokenizer,
+    template: parts.template,
+    metadata: { step: parts.state.step },
+  });
+  if (parts.reference) {
+    await saveCheckpoint(join(dir, "ref"), parts.reference, { tokenizer: parts.tokenizer, template: parts.template });
+  }
+  const opt = packOptimizer(parts.optimizer);
+  await writeAtomic(join(dir, "actor_optim.bin"), opt.bytes);
+  await writeAtomic(join(dir, "actor_optim.json"), JSON.stringify(opt.meta));
+  // The trainer state goes last: its presence marks a complete checkpoint.
+  await writeAtomic(join(dir, "trainer_state.json"), JSON.stringify(parts.state));
+  await writeAtomic(join(root, LATEST_FILE), String(parts.state.step));
+  return dir;
+}
+
+export interface LoadedPPOCheckpoint {
+  dir: string;
+  state: TrainerState;
+  optimizer: AdamState;
+  /** Copy the saved actor (and reference) weights into the given models. */
+  restoreInto(model: PolicyModel, reference: PolicyModel | null): Promise<void>;
+}
+
+/** The latest complete checkpoint under `root`, or null when there is none. */
+export async function loadLatestPPOCheckpoint(root: string): Promise<LoadedPPOCheckpoint | null> {
+  const latest = join(root, LATEST_FILE);
+  if (!existsSync(latest)) return null;
+  const step = Number.parseInt((await readFile(latest, "utf8")).trim(), 10);
+  if (!Number.isInteger(step)) throw new Error(`${latest} does not hold a step number`);
+  const dir = stepDir(root, step);
+  const statePath = join(dir, "trainer_state.json");
+  if (!existsSync(statePath)) throw new Error(`checkpoint ${dir} is incomplete (no trainer_state.json)`);
+  const state = JSON.parse(await readFile(statePath, "utf8")) as TrainerState;
+  const meta = JSON.parse(await readFile(join(dir, "actor_optim.json"), "utf8")) as {
+    step: number;
+    sizes: number[];
+    sha256: string;
+  };
+  const bytes = await readFile(join(dir, "actor_optim.bin"));
+  if (createHash("sha256").update(bytes).digest("hex") !== meta.sha256) {
+    throw new Error(`checkpoint ${dir}: actor_optim.bin is corrupted (SHA-256 mismatch)`);
+  }
+  const buffer = new Uint8Array(bytes).buffer;
+  const arrays: Float32Array[] = [];
+  let offset = 0;
+  for (const size of [...meta.sizes, ...meta.sizes]) {
+    arrays.push(new Float32Array(buffer, offset, size));
+    offset += size * 4;
+  }
+  const n = meta.sizes.length;
+  return {
+    dir,
+    state,
+    optimizer: { step: meta.step, m: arrays.slice(0, n), v: arrays.slice(n) },
+    async restoreInto(model, reference) {
+      const actor = await loadCheckpoint(join(dir, "actor"));
+      model.setWeightsFrom(actor.model);
+      actor.model.dispose();
+      if (reference) {
+        const refDir = join(dir, "ref");
+        if (!existsSync(refDir)) throw new Error(`checkpoint ${dir} has no reference policy but KL is enabled`);
+        const ref = await loadCheckpoint(refDir);
+        reference.setWeightsFrom(ref.model);
+        ref.model.dispose();
+      }
+    },
+  };
+}

@@ -1,0 +1,119 @@
+import { finalReward } from "@agl/adapter";
+import type { Adapter, LightningStore, Rollout, RolloutMode, Span, Triplet } from "@agl/core";
+import type { RolloutTriplets } from "./triplet-rows.js";
+
+/**
+ * Enqueue a set of rollouts, wait for all of them, and turn each finished one into triplets — the
+ * AgentModeDaemon part of Agent Lightning's VERL integration.
+ */
+
+export interface Sample<T> {
+  /** Position of the task in its dataset. */
+  index: number;
+  task: T;
+}
+
+export interface CollectOptions<T> {
+  store: LightningStore;
+  adapter: Pick<Adapter<Span[], Triplet[]>, "adapt">;
+  samples: readonly Sample<T>[];
+  /** Rollouts per sample; they share the sample's data_id. */
+  n: number;
+  mode: RolloutMode;
+  resourcesId: string;
+  timeoutSeconds: number;
+  pollSeconds: number;
+  /** Seed for each rollout's sampling, passed in rollout metadata (agents may forward it as `seed`). */
+  seedOf: (sampleIndex: number, repeat: number) => number;
+  /** data_id of a sample in this batch. */
+  dataIdOf: (sampleIndex: number) => string;
+  signal: AbortSignal;
+}
+
+export interface CollectedRollout extends RolloutTriplets {
+  sampleIndex: number;
+  repeat: number;
+  status: Rollout["status"];
+  /** The rollout's final reward (the last reward span), null when it emitted none. */
+  reward: number | null;
+}
+
+export class CollectAbortedError extends Error {
+  constructor() {
+    super("rollout collection aborted");
+    this.name = "CollectAbortedError";
+  }
+}
+
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new CollectAbortedError());
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(new CollectAbortedError());
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+/** Run the rollouts and return them ordered by (sample, repeat), whatever order they finished in. */
+export async function collectRollouts<T>(o: CollectOptions<T>): Promise<CollectedRollout[]> {
+  const requests = o.samples.flatMap((s) =>
+    Array.from({ length: o.n }, (_, repeat) => ({
+      input: s.task,
+      mode: o.mode,
+      resources_id: o.resourcesId,
+      config: { timeout_seconds: o.timeoutSeconds, unresponsive_seconds: o.timeoutSeconds },
+      metadata: {
+        data_id: o.dataIdOf(s.index),
+        is_train: o.mode === "train",
+        sample_index: s.index,
+        repeat_index: repeat,
+        seed: o.seedOf(s.index, repeat),
+      },
+    })),
+  );
+  const enqueued = await o.store.enqueueManyRollouts(requests);
+  const pending = new Set(enqueued.map((r) => r.rollout_id));
+  const finished = new Map<string, Rollout>();
+  try {
+    while (pending.size > 0) {
+      const done = await abortable(o.store.waitForRollouts([...pending], { timeoutSeconds: o.pollSeconds }), o.signal);
+      for (const r of done) {
+        pending.delete(r.rollout_id);
+        finished.set(r.rollout_id, r);
+      }
+    }
+  } catch (error) {
+    // Leave nothing queued behind: an aborted step's rollouts must not run later on new weights.
+    await Promise.allSettled(
+      [...pending].map((id) => o.store.updateRollout(id, { status: "cancelled" })),
+    );
+    throw error;
+  }
+  const out: CollectedRollout[] = [];
+  for (const rollout of enqueued) {
+    const r = finished.get(rollout.rollout_id)!;
+    const meta = (r.metadata ?? {}) as Record<string, unknown>;
+    const spans = (await o.store.querySpans(r.rollout_id, { attemptId: "latest" })).items;
+    let triplets: Triplet[] = [];
+    if (spans.length > 0) triplets = o.adapter.adapt(spans);
+    out.push({
+      rolloutId: r.rollout_id,
+      uid: String(meta.data_id),
+      sampleIndex: Number(meta.sample_index),
+      repeat: Number(meta.repeat_index),
+      status: r.status,
+      reward: finalReward(spans),
+      triplets,
+    });
+  }
+  return out;
+}

@@ -1,0 +1,15 @@
+export * from "./actor.js";
+export * from "./advantages.js";
+export * from "./algorithm.js";
+export * from "./batch.js";
+export * from "./checkpoint.js";
+export { CollectAbortedError, type CollectedRollout, collectRollouts, type Sample } from "./collect.js";
+export * from "./config.js";
+export * from "./loss.js";
+export * from "./metrics-log.js";
+export * from "./optim.js";
+export { lineChartSvg, type Series } from "./plot.js";
+export * from "./rng.js";
+export { ppoUpdate, type StepModels } from "./step.js";
+export * from "./triplet-rows.js";
+export * from "./value-head.js";

@@ -1,0 +1,82 @@
+import type { GeneratedToken, GenerateResult } from "../generate/generator.js";
+import type { ToolCall } from "../tokenizer/messages.js";
+import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import { parseToolCalls } from "../tokenizer/tool-calls.js";
+
+/**
+ * Response pieces in OpenAI / vLLM shapes. Logprob fields: `logprob` is the RAW log-probability
+ * (temperature 1, before top-k/top-p: vLLM's default `raw_logprobs` mode, and what a training forward
+ * pass computes); `sampling_logprob` (an AGL extension) is the log-probability under the distribution the
+ * token was actually drawn from (temperature-scaled, top-k/top-p renormalised).
+ */
+
+export interface ChatLogprobEntry {
+  token: string;
+  logprob: number;
+  bytes: number[];
+  top_logprobs: Array<{ token: string; logprob: number; bytes: number[] }>;
+  sampling_logprob: number;
+}
+
+const bytesOf = (s: string) => [...Buffer.from(s, "utf8")];
+
+export function chatLogprobs(tok: Tokenizer, tokens: readonly GeneratedToken[]): ChatLogprobEntry[] {
+  return tokens.map((t) => {
+    const text = tok.tokenText(t.id);
+    return {
+      token: text,
+      logprob: t.logprob,
+      bytes: bytesOf(text),
+      top_logprobs: (t.topLogprobs ?? []).map((a) => {
+        const alt = tok.tokenText(a.id);
+        return { token: alt, logprob: a.logprob, bytes: bytesOf(alt) };
+      }),
+      sampling_logprob: t.samplingLogprob,
+    };
+  });
+}
+
+export interface CompletionLogprobs {
+  tokens: string[];
+  token_logprobs: number[];
+  top_logprobs: Array<Record<string, number>> | null;
+  text_offset: number[];
+  sampling_logprobs: number[];
+}
+
+export function completionLogprobs(tok: Tokenizer, tokens: readonly GeneratedToken[], startOffset = 0): CompletionLogprobs {
+  let offset = startOffset;
+  const text_offset: number[] = [];
+  for (const t of tokens) {
+    text_offset.push(offset);
+    offset += tok.decode([t.id], { skipSpecialTokens: true }).length;
+  }
+  const withTop = tokens.some((t) => t.topLogprobs);
+  return {
+    tokens: tokens.map((t) => tok.tokenText(t.id)),
+    token_logprobs: tokens.map((t) => t.logprob),
+    top_logprobs: withTop
+      ? tokens.map((t) => Object.fromEntries((t.topLogprobs ?? []).map((a) => [tok.tokenText(a.id), a.logprob])))
+      : null,
+    text_offset,
+    sampling_logprobs: tokens.map((t) => t.samplingLogprob),
+  };
+}
+
+export interface AssistantMessage {
+  role: "assistant";
+  content: string | null;
+  tool_calls?: ToolCall[];
+}
+
+export function assistantMessage(result: GenerateResult, parseTools: boolean): { message: AssistantMessage; finishReason: string } {
+  const parsed = parseTools ? parseToolCalls(result.text) : { content: result.text, toolCalls: [] };
+  const message: AssistantMessage = { role: "assistant", content: parsed.content };
+  if (parsed.toolCalls.length > 0) message.tool_calls = parsed.toolCalls;
+  const finishReason = parsed.toolCalls.length > 0 ? "tool_calls" : result.finishReason === "length" ? "length" : "stop";
+  return { message, finishReason };
+}
+
+export function completionFinishReason(result: GenerateResult): string {
+  return result.finishReason === "length" ? "length" : "stop";
+}

@@ -1,0 +1,3 @@
+export * from "./format.js";
+export * from "./policy-server.js";
+export * from "./schemas.js";

@@ -1,0 +1,184 @@
+import { readFile } from "node:fs/promises";
+import * as tf from "@tensorflow/tfjs";
+import cliProgress from "cli-progress";
+import { createRng } from "../generate/sampling.js";
+import type { PolicyModel } from "../model/policy-model.js";
+import type { ChatTemplate } from "../tokenizer/chat-template.js";
+import type { ChatMessage, ToolDefinition } from "../tokenizer/messages.js";
+
+/** One transcript in OpenAI chat format (the adapter's `TraceToMessages` output has this shape). */
+export interface SftExample {
+  messages: ChatMessage[];
+  tools?: ToolDefinition[] | null;
+}
+
+export interface SftOptions {
+  template: ChatTemplate;
+  /** Passes over the data (default 1); ignored when `steps` is set. */
+  epochs?: number;
+  /** Exact number of optimizer steps (cycling through reshuffled data). */
+  steps?: number;
+  batchSize?: number;
+  /** Adam learning rate (default 2e-3, what worked for warm starts of tiny models). */
+  learningRate?: number;
+  /** Linear warm-up steps (default 0). */
+  warmupSteps?: number;
+  /** Clip the global gradient norm (default 1; 0 disables). */
+  maxGradNorm?: number;
+  /** Shuffling seed (default 0). */
+  seed?: number;
+  /** Bring your own optimizer (e.g. restored from a checkpoint); `learningRate`/`warmupSteps` are then unused. */
+  optimizer?: tf.Optimizer;
+  /** Show a cli-progress bar (default: when stderr is a TTY). */
+  progress?: boolean;
+  /** Called after every step. */
+  onStep?: (info: { step: number; loss: number; tokens: number }) => void;
+}
+
+export interface SftResult {
+  /** Mean masked cross-entropy (nats per assistant token) of every step. */
+  losses: number[];
+  steps: number;
+  /** Assistant (trained) tokens seen. */
+  trainedTokens: number;
+  /** All tokens processed per second (after cropping each batch to its longest sequence). */
+  tokensPerSecond: number;
+  /** Examples dropped because no assistant token fit in the context. */
+  skipped: number;
+  optimizer: tf.Optimizer;
+}
+
+interface Encoded {
+  ids: number[];
+  mask: number[];
+}
+
+/** Read a JSONL file of `{messages, tools}` lines. */
+export async function readSftJsonl(path: string): Promise<SftExample[]> {
+  const text = await readFile(path, "utf8");
+  const out: SftExample[] = [];
+  text.split("\n").forEach((line, i) => {
+    if (line.trim() === "") return;
+    try {
+      out.push(JSON.parse(line) as SftExample);
+    } catch (error) {
+      throw new Error(`${path}:${i + 1}: not valid JSON (${(error as Error).message})`);
+    }
+  });
+  return out;
+}
+
+/** Masked next-token cross-entropy: mean over positions whose target token is an assistant token. */
+export function maskedNll(model: PolicyModel, ids: number[][], mask: number[][]): tf.Scalar {
+  const lp = model.tokenLogProbs(ids);
+  const w = tf.tensor2d(
+    mask.map((r) => r.slice(1)),
+    [ids.length, (ids[0]?.length ?? 1) - 1],
+  );
+  return tf.div(tf.neg(tf.sum(tf.mul(lp, w))), tf.maximum(tf.sum(w), 1)) as tf.Scalar;
+}
+
+function clipByGlobalNorm(grads: Record<string, tf.Tensor>, maxNorm: number): Record<string, tf.Tensor> {
+  if (maxNorm <= 0) return grads;
+  return tf.tidy(() => {
+    const sq = Object.values(grads).map((g) => tf.sum(tf.square(g)));
+    const norm = Math.sqrt(tf.addN(sq).dataSync()[0] as number);
+    if (norm <= maxNorm) return Object.fromEntries(Object.entries(grads).map(([k, g]) => [k, tf.clone(g)]));
+    const scale = maxNorm / (norm + 1e-6);
+    return Object.fromEntries(Object.entries(grads).map(([k, g]) => [k, tf.mul(g, scale)]));
+  });
+}
+
+/**
+ * Supervised fine-tuning on chat transcripts: only assistant tokens (text, tool calls, closing `<eos>`)
+ * contribute to the loss; system, user, tool and template tokens are context. Each batch is cropped to
+ * its longest sequence; transcripts longer than the context are truncated.
+ */
+export async function sft(model: PolicyModel, data: readonly SftExample[] | string, options: SftOptions): Promise<SftResult> {
+  const examples = typeof data === "string" ? await readSftJsonl(data) : data;
+  const ctx = model.config.contextLength;
+  const encoded: Encoded[] = [];
+  let skipped = 0;
+  for (const ex of examples) {
+    const e = options.template.encodeChat(ex.messages, ex.tools ?? undefined, { addGenerationPrompt: false });
+    const ids = e.ids.slice(0, ctx);
+    const mask = e.assistantMask.slice(0, ctx);
+    if (mask.slice(1).some((m) => m === 1)) encoded.push({ ids, mask });
+    else skipped++;
+  }
+  if (encoded.length === 0) throw new Error("sft: no example has an assistant token within the context length");
+  const batchSize = Math.max(1, Math.min(options.batchSize ?? 16, encoded.length));
+  const perEpoch = Math.ceil(encoded.length / batchSize);
+  const totalSteps = options.steps ?? perEpoch * (options.epochs ?? 1);
+  const lr = options.learningRate ?? 2e-3;
+  const warmup = options.warmupSteps ?? 0;
+  const optimizer = options.optimizer ?? tf.train.adam(warmup > 0 ? lr / warmup : lr);
+  const rng = createRng(options.seed ?? 0);
+  const pad = 0;
+
+  let order: number[] = [];
+  const nextBatch = (): Encoded[] => {
+    const batch: Encoded[] = [];
+    while (batch.length < batchSize) {
+      if (order.length === 0) {
+        order = encoded.map((_, i) => i);
+        for (let i = order.length - 1; i > 0; i--) {
+          const j = Math.floor(rng() * (i + 1));
+          [order[i], order[j]] = [order[j] as number, order[i] as number];
+        }
+      }
+      batch.push(encoded[order.pop() as number] as Encoded);
+      if (order.length === 0 && batch.length > 0) break;
+    }
+    return batch;
+  };
+
+  const showBar = options.progress ?? Boolean(process.stderr.isTTY);
+  const bar = showBar
+    ? new cliProgress.SingleBar(
+        { format: "sft [{bar}] {value}/{total} steps | loss {loss} | {tps} tok/s | eta {eta_formatted}", stream: process.stderr },
+        cliProgress.Presets.shades_classic,
+      )
+    : undefined;
+  bar?.start(totalSteps, 0, { loss: "-", tps: "-" });
+
+  const losses: number[] = [];
+  let trainedTokens = 0;
+  let processed = 0;
+  const t0 = performance.now();
+  try {
+    for (let step = 0; step < totalSteps; step++) {
+      if (options.optimizer === undefined && warmup > 0) {
+        (optimizer as unknown as { learningRate: number }).learningRate = lr * Math.min(1, (step + 1) / warmup);
+      }
+      const batch = nextBatch();
+      const T = Math.max(...batch.map((b) => b.ids.length));
+      const ids = batch.map((b) => [...b.ids, ...new Array<number>(T - b.ids.length).fill(pad)]);
+      const mask = batch.map((b) => [...b.mask, ...new Array<number>(T - b.mask.length).fill(0)]);
+      const { value, grads } = tf.variableGrads(() => maskedNll(model, ids, mask), model.trainableVariables);
+      const clipped = clipByGlobalNorm(grads, options.maxGradNorm ?? 1);
+      optimizer.applyGradients(clipped);
+      const loss = (await value.data())[0] as number;
+      tf.dispose([value, grads, clipped]);
+      losses.push(loss);
+      const tokens = mask.reduce((a, r) => a + r.slice(1).reduce((x, y) => x + y, 0), 0);
+      trainedTokens += tokens;
+      processed += batch.length * T;
+      const tps = processed / ((performance.now() - t0) / 1000);
+      bar?.update(step + 1, { loss: loss.toFixed(4), tps: tps.toFixed(0) });
+      options.onStep?.({ step, loss, tokens });
+      // Keep servers and timers responsive during long runs.
+      await new Promise<void>((r) => setImmediate(r));
+    }
+  } finally {
+    bar?.stop();
+  }
+  return {
+    losses,
+    steps: losses.length,
+    trainedTokens,
+    tokensPerSecond: processed / ((performance.now() - t0) / 1000),
+    skipped,
+    optimizer,
+  };
+}
