@@ -13,7 +13,7 @@
  *   pnpm exec tsx bench/adapter.ts
  */
 import { writeFileSync } from "node:fs";
-import { cpus } from "node:os";
+import { cpus, loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
@@ -126,7 +126,7 @@ function naive(spans: Span[]): Triplet[] {
       if (!k.startsWith(`${prefix}.`)) continue;
       const parts = k.slice(prefix.length + 1).split(".");
       let node = out;
-      parts.slice(0, -1).forEach((p) => (node = node[p] ??= {}));
+      for (const p of parts.slice(0, -1)) node = node[p] ??= {};
       node[parts.at(-1)!] = JSON.parse(JSON.stringify(v));
     }
     return JSON.parse(JSON.stringify(out));
@@ -167,6 +167,9 @@ function naive(spans: Span[]): Triplet[] {
 interface Result {
   name: string;
   seconds: number;
+  cpuSeconds: number;
+  /** Spans per CPU-second: robust on a shared machine, where wall time includes other processes' load. */
+  spansPerCpuSecond: number;
   spans: number;
   rollouts: number;
   spansPerSecond: number;
@@ -178,6 +181,7 @@ interface Variant {
   proxy: boolean;
   run: (spans: Span[]) => unknown;
   seconds: number;
+  cpuSeconds: number;
   spans: number;
 }
 
@@ -196,7 +200,10 @@ function measureAll(variants: Variant[]): Result[] {
       for (let r = start; r < Math.min(ROLLOUTS, start + BATCH); r++) batch.push(rollout(r, v.proxy));
       gc();
       const t0 = process.hrtime.bigint();
+      const c0 = process.cpuUsage();
       for (const spans of batch) v.run(spans);
+      const cpu = process.cpuUsage(c0);
+      v.cpuSeconds += (cpu.user + cpu.system) / 1e6;
       v.seconds += Number(process.hrtime.bigint() - t0) / 1e9;
       for (const spans of batch) v.spans += spans.length;
     }
@@ -205,13 +212,15 @@ function measureAll(variants: Variant[]): Result[] {
     const result = {
       name: v.name,
       seconds: v.seconds,
+      cpuSeconds: v.cpuSeconds,
+      spansPerCpuSecond: v.spans / v.cpuSeconds,
       spans: v.spans,
       rollouts: ROLLOUTS,
       spansPerSecond: v.spans / v.seconds,
       rolloutsPerSecond: ROLLOUTS / v.seconds,
     };
     console.log(
-      `${v.name.padEnd(46)} ${v.seconds.toFixed(2)} s  ${Math.round(result.spansPerSecond).toLocaleString()} spans/s  ${Math.round(result.rolloutsPerSecond).toLocaleString()} rollouts/s`,
+      `${v.name.padEnd(46)} wall ${v.seconds.toFixed(2)} s  cpu ${v.cpuSeconds.toFixed(2)} s  ${Math.round(result.spansPerSecond).toLocaleString()} spans/s (${Math.round(result.spansPerCpuSecond).toLocaleString()} per cpu-s)  ${Math.round(result.rolloutsPerSecond).toLocaleString()} rollouts/s`,
     );
     return result;
   });
@@ -247,6 +256,7 @@ const variant = (name: string, proxy: boolean, run: (spans: Span[]) => unknown):
   proxy,
   run,
   seconds: 0,
+  cpuSeconds: 0,
   spans: 0,
 });
 const results = measureAll([
@@ -271,8 +281,9 @@ const summary = {
   callsPerRollout: CALLS,
   spansPerRollout: ours.spans / ROLLOUTS,
   results,
-  speedupVsNaive: ours.spansPerSecond / baseline.spansPerSecond,
-  costVsStructuredClone: floor.spansPerSecond / ours.spansPerSecond,
+  loadAverage: loadavg(),
+  speedupVsNaive: baseline.cpuSeconds / ours.cpuSeconds,
+  costVsStructuredClone: ours.cpuSeconds / floor.cpuSeconds,
 };
 const out = join(here, "results");
 writeFileSync(join(out, "adapter.json"), `${JSON.stringify(summary, null, 2)}\n`);

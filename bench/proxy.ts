@@ -13,8 +13,8 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { Agent, createServer, request } from "node:http";
-import type { AddressInfo } from "node:net";
 import { createRequire } from "node:module";
+import type { AddressInfo } from "node:net";
 import { cpus } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -32,7 +32,11 @@ const REPLY = "17 * 23 = 391. The answer is 391.";
 
 function spawnRole(name: string, ...args: string[]): Promise<{ child: ChildProcess; msg: any }> {
   const child = fork(fileURLToPath(import.meta.url), [name, ...args], {
-    execArgv: ["--import", "tsx", ...(process.env.PROFILE === name ? ["--cpu-prof", "--cpu-prof-dir=/tmp/proxy-prof"] : [])],
+    execArgv: [
+      "--import",
+      "tsx",
+      ...(process.env.PROFILE === name ? ["--cpu-prof", "--cpu-prof-dir=/tmp/proxy-prof"] : []),
+    ],
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   return new Promise((resolve, reject) => {
@@ -76,7 +80,8 @@ function post(url: string, body: string): Promise<number> {
   });
 }
 
-const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+const pct = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 
 /** Sequential calls on one connection, alternating direct and proxied in blocks of 100 so drift hits both. */
 async function sequential(direct: string, directBody: string, proxied: string[], body: string, n: number) {
@@ -175,7 +180,13 @@ async function scenario(name: string, delayMs: number, connections: number, seqC
       upstreamDelayMs: delayMs,
       connections,
       sequential: seq,
-      throughput: { direct: d, proxied: p, barePassthrough: b, ratio: p.reqPerSec / d.reqPerSec, bareRatio: b.reqPerSec / d.reqPerSec },
+      throughput: {
+        direct: d,
+        proxied: p,
+        barePassthrough: b,
+        ratio: p.reqPerSec / d.reqPerSec,
+        bareRatio: b.reqPerSec / d.reqPerSec,
+      },
       proxyCpuMicrosPerCall: proxyCpuUs / proxyCalls,
       capture: { ...counted, proxiedCalls: proxyCalls + seqCalls + 200 },
     };
@@ -219,7 +230,7 @@ async function main() {
     ),
     "",
     `Latency columns: one keep-alive connection, sequential calls timed with hrtime. Throughput: autocannon, ${ROUNDS} × ${SECONDS} s per side, ` +
-      "direct / proxied / bare rounds interleaved, means reported. \"Bare pass-through\" is a 20-line node:http proxy with no " +
+      'direct / proxied / bare rounds interleaved, means reported. "Bare pass-through" is a 20-line node:http proxy with no ' +
       "features (no parsing, routing, retries or capture) in the proxy's process: the floor for any Node proxy here.",
     "Targets (issue 5): < 1 ms p50 added latency, > 70 % of direct throughput. Spans can exceed the calls counted when " +
       "autocannon aborts calls at the end of a run (those are recorded as partial).",
@@ -234,7 +245,10 @@ async function main() {
 if (role === "upstream") {
   const { startMockLLMServer } = await import("@agl/core/mock-llm");
   const delayMs = Number(process.argv[3] ?? "0");
-  const server = await startMockLLMServer({ respond: () => ({ content: REPLY }), ...(delayMs ? { delayMs } : {}) });
+  const server = await startMockLLMServer({
+    respond: () => ({ content: REPLY }),
+    ...(delayMs ? { delayMs } : {}),
+  });
   // the mock keeps every request for tests; a benchmark must not grow memory with it
   setInterval(() => server.requests.splice(0), 200).unref();
   process.on("SIGTERM", () => process.exit(0));
@@ -277,7 +291,10 @@ if (role === "upstream") {
           up.on("data", (c: Buffer) => parts.push(c));
           up.on("end", () => {
             const b = Buffer.concat(parts);
-            res.writeHead(up.statusCode ?? 502, { "content-type": "application/json", "content-length": b.length });
+            res.writeHead(up.statusCode ?? 502, {
+              "content-type": "application/json",
+              "content-length": b.length,
+            });
             res.end(b);
           });
         },

@@ -9,8 +9,19 @@ import { openStore, silentServerLogger, startStoreServer } from "@agl/store";
 
 // The ceiling must use the very server library of @agl/store, so load it from that package.
 const storeRequire = createRequire(new URL("../../packages/store/package.json", import.meta.url));
-const { serve } = storeRequire("@hono/node-server") as typeof import("@hono/node-server");
-const { Hono } = storeRequire("hono") as typeof import("hono");
+interface MiniContext {
+  json(body: unknown): Response;
+}
+interface MiniServer {
+  address(): unknown;
+  close(callback: () => void): void;
+}
+const { serve } = storeRequire("@hono/node-server") as {
+  serve(options: { fetch: unknown; hostname: string; port: number }, listening: () => void): MiniServer;
+};
+const { Hono } = storeRequire("hono") as {
+  Hono: new () => { get(path: string, handler: (c: MiniContext) => Response): void; fetch: unknown };
+};
 
 const [mode, uri] = process.argv.slice(2);
 let close: () => Promise<void>;
@@ -22,7 +33,7 @@ if (mode === "store") {
 } else if (mode === "trivial") {
   const app = new Hono();
   app.get("/health", (c) => c.json({ status: "ok" }));
-  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
+  const server = await new Promise<MiniServer>((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, () => resolve(s));
   });
   const address = server.address() as { port: number };

@@ -39,7 +39,9 @@ describe("durability", () => {
               name: "work",
             });
             entry.spanId = span!.span_id;
-            await client.updateAttempt(started.rollout_id, started.attempt.attempt_id, { status: "succeeded" });
+            await client.updateAttempt(started.rollout_id, started.attempt.attempt_id, {
+              status: "succeeded",
+            });
             entry.succeeded = true;
           } catch {
             return;

@@ -1,8 +1,8 @@
-import { InMemoryLightningStore, llm } from "@agl/core";
 import { AgentLightningClient } from "@agl/client";
+import { InMemoryLightningStore, llm } from "@agl/core";
+import type { StoreServer } from "@agl/store";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { serve } from "./support.js";
-import type { StoreServer } from "@agl/store";
 
 const main = llm({ endpoint: "http://llm/v1", model: "m" });
 let store: InMemoryLightningStore;
@@ -19,7 +19,12 @@ afterEach(async () => {
 
 describe("legacy task API with AgentLightningClient", () => {
   it("poll a task, fetch its resources, post the result: the rollout succeeds with a reward span", async () => {
-    const client = new AgentLightningClient({ url: server.url, token: "t", pollIntervalMs: 20, workerId: "legacy-1" });
+    const client = new AgentLightningClient({
+      url: server.url,
+      token: "t",
+      pollIntervalMs: 20,
+      workerId: "legacy-1",
+    });
     expect(await client.getLatestResources()).toBeNull();
     expect(await client.getTask()).toBeNull();
     const resources = await store.addResources({ main });
@@ -38,7 +43,12 @@ describe("legacy task API with AgentLightningClient", () => {
     expect((await client.getLatestResources())?.resources_id).toBe(resources.resources_id);
     expect((await store.getWorkerById("legacy-1"))?.status).toBe("busy");
 
-    const ack = await client.postRollout({ rollout_id: task.rollout_id, final_reward: 0.75, triplets: [], logs: ["ok"] });
+    const ack = await client.postRollout({
+      rollout_id: task.rollout_id,
+      final_reward: 0.75,
+      triplets: [],
+      logs: ["ok"],
+    });
     expect(ack.status).toBe("ok");
     const done = await store.getRolloutById(rollout.rollout_id);
     expect(done?.status).toBe("succeeded");
@@ -67,7 +77,9 @@ describe("legacy task API with AgentLightningClient", () => {
 
   it("posting for an unknown rollout is a 404; a malformed result is a 422", async () => {
     const client = new AgentLightningClient({ url: server.url, token: "t" });
-    await expect(client.postRollout({ rollout_id: "ro-nope", final_reward: 1 })).rejects.toMatchObject({ status: 404 });
+    await expect(client.postRollout({ rollout_id: "ro-nope", final_reward: 1 })).rejects.toMatchObject({
+      status: 404,
+    });
     await expect(client.postRollout({ rollout_id: "" })).rejects.toMatchObject({ status: 422 });
     const noToken = new AgentLightningClient({ url: server.url });
     await expect(noToken.getTask()).rejects.toMatchObject({ status: 401 });

@@ -2,7 +2,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type LightningStore, llm } from "@agl/core";
-import { PostgresLightningStore, SqliteLightningStore, silentServerLogger, startStoreServer } from "@agl/store";
+import {
+  PostgresLightningStore,
+  SqliteLightningStore,
+  silentServerLogger,
+  startStoreServer,
+} from "@agl/store";
 import { describe, expect, it } from "vitest";
 import { createTestDatabase } from "../support/postgres.js";
 import { spawnWorker } from "./processes.js";
@@ -27,7 +32,14 @@ async function claimOnceAcrossProcesses(store: LightningStore): Promise<void> {
     }
     for (let w = 0; w < WORKERS; w++) {
       workers.push(
-        spawnWorker(server.url, AGENT, ["--concurrency", "8", "--poll-interval-ms", "50", "--worker-id", `proc-${w}`]),
+        spawnWorker(server.url, AGENT, [
+          "--concurrency",
+          "8",
+          "--poll-interval-ms",
+          "50",
+          "--worker-id",
+          `proc-${w}`,
+        ]),
       );
     }
     const finished = await store.waitForRollouts(ids, { timeoutSeconds: 50 });

@@ -38,7 +38,10 @@ export function spawnWorker(storeUrl: string, agentModule: string, args: string[
 export async function spawnStoreServer(args: string[]): Promise<Child & { url: string }> {
   const child = spawnTs(STORE_CLI, ["--port", "0", "--quiet", ...args]);
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`store server did not start: ${child.stderr()}`)), 30_000);
+    const timer = setTimeout(
+      () => reject(new Error(`store server did not start: ${child.stderr()}`)),
+      30_000,
+    );
     const onData = () => {
       const match = /"url":"(http:[^"]+)"/.exec(child.stderr());
       if (match) {

@@ -1,7 +1,7 @@
+import { LightningStoreClient } from "@agl/client";
 import type { LightningStore } from "@agl/core";
 import type { StoreFactory } from "@agl/core/testing";
-import { LightningStoreClient } from "@agl/client";
-import { silentServerLogger, startStoreServer, type StoreServer } from "@agl/store";
+import { type StoreServer, silentServerLogger, startStoreServer } from "@agl/store";
 
 /**
  * Wrap a backend factory so each test talks to it through a real store server on loopback and a
@@ -25,6 +25,9 @@ export function remoteFactory(
   };
 }
 
-export async function serve(store: LightningStore, options: Partial<Parameters<typeof startStoreServer>[0]> = {}): Promise<StoreServer> {
+export async function serve(
+  store: LightningStore,
+  options: Partial<Parameters<typeof startStoreServer>[0]> = {},
+): Promise<StoreServer> {
   return startStoreServer({ store, port: 0, logger: silentServerLogger, ...options });
 }

@@ -1,8 +1,8 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { findFinalReward, InMemoryLightningStore, llm, proxyLLM, rollout } from "@agl/core";
-import { startMockLLMServer, type MockLLMServer } from "@agl/core/mock-llm";
 import { httpAgent, LightningStoreClient, Worker } from "@agl/client";
+import { findFinalReward, InMemoryLightningStore, llm, proxyLLM, rollout } from "@agl/core";
+import { type MockLLMServer, startMockLLMServer } from "@agl/core/mock-llm";
 import type { StoreServer } from "@agl/store";
 import OpenAI from "openai";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -24,7 +24,9 @@ afterEach(async () => {
 describe("Worker against a remote store", () => {
   it("runs N rollouts concurrently through the HTTP store and records rewards and spans", async () => {
     await store.addResources({ main: llm({ endpoint: "http://unused/v1", model: "m" }) });
-    const ids = (await store.enqueueManyRollouts([1, 2, 3, 4, 5, 6].map((n) => ({ input: { n } })))).map((r) => r.rollout_id);
+    const ids = (await store.enqueueManyRollouts([1, 2, 3, 4, 5, 6].map((n) => ({ input: { n } })))).map(
+      (r) => r.rollout_id,
+    );
     let running = 0;
     let peak = 0;
     const agent = rollout(async (task: { n: number }, { llm }) => {
@@ -106,7 +108,9 @@ describe("httpAgent", () => {
         const body = JSON.parse(raw);
         received.push({ body, headers: req.headers });
         if (body.task.kind === "fail") {
-          res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify({ detail: "agent crashed" }));
+          res
+            .writeHead(500, { "content-type": "application/json" })
+            .end(JSON.stringify({ detail: "agent crashed" }));
           return;
         }
         if (body.task.kind === "hang") return;
@@ -167,7 +171,9 @@ describe("httpAgent", () => {
     expect(sent.body.trace_id).toMatch(/^[0-9a-f]{32}$/);
     expect(sent.headers.trace_id).toBe(sent.body.trace_id);
     const llmCall = llmServer.requests.find((r) => r.headers.trace_id === sent.body.trace_id)!;
-    expect(llmCall.path).toBe(`/rollout/${ok.rollout_id}/attempt/${okAttempt.attempt_id}/v1/chat/completions`);
+    expect(llmCall.path).toBe(
+      `/rollout/${ok.rollout_id}/attempt/${okAttempt.attempt_id}/v1/chat/completions`,
+    );
     expect(findFinalReward((await store.querySpans(ok.rollout_id)).items)).toBe(1);
 
     for (const [r, message] of [

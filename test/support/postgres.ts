@@ -37,12 +37,16 @@ const isRootUser = (): boolean => process.getuid?.() === 0;
 /** Run a PostgreSQL binary, as `postgres` when we are root. */
 function runPg(binary: string, args: string[]): void {
   const isRoot = process.getuid?.() === 0;
-  const [cmd, argv] = isRoot ? ["runuser", ["-u", "postgres", "--", join(PG_BIN, binary), ...args]] : [join(PG_BIN, binary), args];
+  const [cmd, argv] = isRoot
+    ? ["runuser", ["-u", "postgres", "--", join(PG_BIN, binary), ...args]]
+    : [join(PG_BIN, binary), args];
   execFileSync(cmd, argv, { stdio: ["ignore", "ignore", "pipe"] });
 }
 
 /** Start a throwaway cluster and return its URL; it is stopped and deleted when the process exits. */
-export async function startPostgresCluster(options: StartOptions = {}): Promise<{ url: string; stop: () => void }> {
+export async function startPostgresCluster(
+  options: StartOptions = {},
+): Promise<{ url: string; stop: () => void }> {
   const dir = mkdtempSync(join(tmpdir(), "agl-pg-"));
   if (process.getuid?.() === 0) {
     const uid = Number(execFileSync("id", ["-u", "postgres"]).toString().trim());
@@ -66,7 +70,8 @@ export async function startPostgresCluster(options: StartOptions = {}): Promise<
     stopped = true;
     const isRoot = process.getuid?.() === 0;
     const args = ["-D", data, "-m", "immediate", "-w", "stop"];
-    if (isRoot) spawnSync("runuser", ["-u", "postgres", "--", join(PG_BIN, "pg_ctl"), ...args], { stdio: "ignore" });
+    if (isRoot)
+      spawnSync("runuser", ["-u", "postgres", "--", join(PG_BIN, "pg_ctl"), ...args], { stdio: "ignore" });
     else spawnSync(join(PG_BIN, "pg_ctl"), args, { stdio: "ignore" });
     rmSync(dir, { recursive: true, force: true });
   };

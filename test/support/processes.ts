@@ -12,7 +12,11 @@ export interface StoreProcess {
   result: Promise<unknown>;
 }
 
-export function spawnStoreProcess(mode: "claim" | "watchdog", uri: string, env: Record<string, string> = {}): StoreProcess {
+export function spawnStoreProcess(
+  mode: "claim" | "watchdog",
+  uri: string,
+  env: Record<string, string> = {},
+): StoreProcess {
   const child = spawn(process.execPath, ["--import", "tsx", SCRIPT, mode, uri], {
     cwd: ROOT,
     env: { ...process.env, ...env },

@@ -71,7 +71,9 @@ export function sharedDbTests(target: SharedDbTarget): void {
     try {
       const config = { timeout_seconds: 0.3, max_attempts: 2, retry_condition: ["timeout" as const] };
       // Created through `a` only: `b` learns of the deadlines from the database.
-      const started = await Promise.all(Array.from({ length: 20 }, (_, i) => a.startRollout({ input: i, config })));
+      const started = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => a.startRollout({ input: i, config })),
+      );
       const ids = started.map((r) => r.rollout_id);
       const deadline = Date.now() + 5000;
       while (Date.now() < deadline) {
@@ -93,8 +95,13 @@ export function sharedDbTests(target: SharedDbTarget): void {
 
   it("data survives close and reopen", async () => {
     const a = await target.open();
-    const resources = await a.addResources({ p: { resource_type: "prompt_template", template: "t {x}", engine: "f-string" } });
-    const [first, second] = await a.enqueueManyRollouts([{ input: { n: 1 } }, { input: { n: 2 }, metadata: { k: "v" } }]);
+    const resources = await a.addResources({
+      p: { resource_type: "prompt_template", template: "t {x}", engine: "f-string" },
+    });
+    const [first, second] = await a.enqueueManyRollouts([
+      { input: { n: 1 } },
+      { input: { n: 2 }, metadata: { k: "v" } },
+    ]);
     const claimed = await a.dequeueRollout({ workerId: "w-reopen" });
     expect(claimed?.rollout_id).toBe(first!.rollout_id);
     const span = {
@@ -114,11 +121,19 @@ export function sharedDbTests(target: SharedDbTarget): void {
     try {
       expect((await b.getLatestResources())?.resources_id).toBe(resources.resources_id);
       const back = await b.getRolloutById(first!.rollout_id);
-      expect(back).toMatchObject({ status: "running", input: { n: 1 }, resources_id: resources.resources_id });
+      expect(back).toMatchObject({
+        status: "running",
+        input: { n: 1 },
+        resources_id: resources.resources_id,
+      });
       expect((back as AttemptedRollout).attempt.worker_id).toBe("w-reopen");
       const spans = await b.querySpans(first!.rollout_id);
       expect(spans.items).toHaveLength(1);
-      expect(spans.items[0]).toMatchObject({ name: "kept", custom_key: { nested: true }, attributes: { "a.b": [1, 2] } });
+      expect(spans.items[0]).toMatchObject({
+        name: "kept",
+        custom_key: { nested: true },
+        attributes: { "a.b": [1, 2] },
+      });
       // The sequence counter and the queue continue where they were.
       expect(await b.getNextSpanSequenceId(first!.rollout_id, "any")).toBe(span.sequence_id + 1);
       expect((await b.dequeueRollout())?.rollout_id).toBe(second!.rollout_id);
@@ -154,7 +169,9 @@ export function sharedDbTests(target: SharedDbTarget): void {
     try {
       await Promise.all(children.map((c) => c.ready));
       const config = { unresponsive_seconds: 0.3 };
-      const started = await Promise.all(Array.from({ length: 20 }, (_, i) => local.startRollout({ input: i, config })));
+      const started = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => local.startRollout({ input: i, config })),
+      );
       const ids = started.map((r) => r.rollout_id);
       // Stay off the store meanwhile: a call on `local` would apply due verdicts itself.
       await new Promise((resolve) => setTimeout(resolve, 1500));

@@ -16,7 +16,12 @@ if (!mode || !uri) {
 
 const store = await openStore(uri, {
   sqlite: { watchdogMaxSleepMs: 100, waitPollIntervalMs: 100 },
-  postgres: { watchdogMaxSleepMs: 100, waitPollIntervalMs: 100, poolSize: 2, schema: process.env.AGL_PG_SCHEMA },
+  postgres: {
+    watchdogMaxSleepMs: 100,
+    waitPollIntervalMs: 100,
+    poolSize: 2,
+    schema: process.env.AGL_PG_SCHEMA,
+  },
 });
 console.log("ready");
 

@@ -57,7 +57,8 @@ export async function solve(
       toolCalls += 1;
       let result: string;
       try {
-        if (call.type !== "function" || call.function.name !== "calculator") throw new CalculatorError("unknown tool");
+        if (call.type !== "function" || call.function.name !== "calculator")
+          throw new CalculatorError("unknown tool");
         const args = JSON.parse(call.function.arguments) as { expression?: unknown };
         result = formatResult(calculate(String(args.expression ?? "")));
       } catch (error) {
@@ -71,6 +72,9 @@ export async function solve(
   return { correct: false, toolCalls, answer: null };
 }
 
-export const calcAgent = rollout<Problem>(async (task, context) => ((await solve(task, context)).correct ? 1 : 0), {
-  name: "calc-agent",
-});
+export const calcAgent = rollout<Problem>(
+  async (task, context) => ((await solve(task, context)).correct ? 1 : 0),
+  {
+    name: "calc-agent",
+  },
+);

@@ -42,16 +42,37 @@ function makeProblem(rng: SeededRandom): Problem {
   if (op === "+") {
     const a = 10 + rng.int(90);
     const b = 10 + rng.int(90);
-    return { id: "", op, a, b, answer: a + b, question: `${name} has ${a} ${item} and gets ${b} more. How many ${item}?` };
+    return {
+      id: "",
+      op,
+      a,
+      b,
+      answer: a + b,
+      question: `${name} has ${a} ${item} and gets ${b} more. How many ${item}?`,
+    };
   }
   if (op === "-") {
     const a = 30 + rng.int(70);
     const b = 10 + rng.int(a - 19);
-    return { id: "", op, a, b, answer: a - b, question: `${name} has ${a} ${item} and gives away ${b}. How many left?` };
+    return {
+      id: "",
+      op,
+      a,
+      b,
+      answer: a - b,
+      question: `${name} has ${a} ${item} and gives away ${b}. How many left?`,
+    };
   }
   const a = 3 + rng.int(7);
   const b = 12 + rng.int(88);
-  return { id: "", op, a, b, answer: a * b, question: `${name} buys ${a} boxes of ${b} ${item}. How many ${item}?` };
+  return {
+    id: "",
+    op,
+    a,
+    b,
+    answer: a * b,
+    question: `${name} buys ${a} boxes of ${b} ${item}. How many ${item}?`,
+  };
 }
 
 export interface Splits {
@@ -87,7 +108,7 @@ export function expressionOf(p: Problem): string {
 
 /** Every character the agent, the tool and the model's outputs can contain (the tokenizer's alphabet). */
 export function alphabet(problems: readonly Problem[]): string {
-  const chars = new Set<string>("0123456789+-*/().,:?\"{}[]_ -");
+  const chars = new Set<string>('0123456789+-*/().,:?"{}[]_ -');
   for (const text of [
     ...problems.map((p) => p.question),
     JSON.stringify({ name: "calculator", arguments: { expression: "1" } }),

@@ -22,7 +22,12 @@ export async function evaluatePolicy(
   problems: readonly Problem[],
   options: { temperature: number; seed: number },
 ): Promise<EvalResult> {
-  const server = new PolicyServer({ model: policy.model, tokenizer: policy.tokenizer, template: policy.template, modelName: "policy" });
+  const server = new PolicyServer({
+    model: policy.model,
+    tokenizer: policy.tokenizer,
+    template: policy.template,
+    modelName: "policy",
+  });
   await server.start();
   try {
     const resource = llm({
@@ -31,7 +36,9 @@ export async function evaluatePolicy(
       sampling_parameters: { temperature: options.temperature, max_tokens: 64 },
     });
     const results = await Promise.all(
-      problems.map((p, i) => solve(p, { llm: resource, rollout: { metadata: { seed: options.seed * 100_003 + i } } })),
+      problems.map((p, i) =>
+        solve(p, { llm: resource, rollout: { metadata: { seed: options.seed * 100_003 + i } } }),
+      ),
     );
     const n = results.length;
     const withTool = results.filter((r) => r.toolCalls > 0);

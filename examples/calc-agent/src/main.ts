@@ -11,7 +11,7 @@
 import { rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { consoleLogger } from "@agl/core";
+import { consoleLogger, Trainer } from "@agl/core";
 import { SqliteLightningStore } from "@agl/store";
 import {
   ChatTemplate,
@@ -19,12 +19,11 @@ import {
   PPO,
   type PPOConfigInput,
   type PPOResult,
-  selectBackend,
   type SftExample,
+  selectBackend,
   sft,
   Tokenizer,
 } from "@agl/trainer-gpu";
-import { Trainer } from "@agl/core";
 import { calcAgent } from "./agent.js";
 import { alphabet, demonstrations, makeSplits, type Problem } from "./dataset.js";
 import { evaluatePolicy } from "./evaluate.js";
@@ -61,7 +60,9 @@ async function main(): Promise<void> {
     seed,
   });
   const policy = { model, tokenizer, template };
-  console.log(`[calc-agent] policy: ${model.parameterCount.toLocaleString()} parameters, vocabulary ${tokenizer.vocabSize}`);
+  console.log(
+    `[calc-agent] policy: ${model.parameterCount.toLocaleString()} parameters, vocabulary ${tokenizer.vocabSize}`,
+  );
 
   const greedy = (problems: readonly Problem[]) => evaluatePolicy(policy, problems, { temperature: 0, seed });
   const base = await greedy(splits.val);
@@ -101,7 +102,9 @@ async function main(): Promise<void> {
     pollIntervalMs: 10,
     logger: consoleLogger("warn"),
   });
-  const { result } = await trainer.fit<Problem, PPOResult>(calcAgent, splits.train, { valDataset: splits.val });
+  const { result } = await trainer.fit<Problem, PPOResult>(calcAgent, splits.train, {
+    valDataset: splits.val,
+  });
   await store.close();
 
   const before = result.initialValidation?.accuracy ?? warm.accuracy;
@@ -112,7 +115,9 @@ async function main(): Promise<void> {
   console.log(`  untrained         ${pct(base.accuracy)}`);
   console.log(`  after warm start  ${pct(before)}   (tool use ${pct(warm.toolUse)})`);
   console.log(`  after GRPO        ${pct(after)}   (tool use ${pct(final.toolUse)})`);
-  console.log(`  improvement       ${((after - before) * 100).toFixed(1)} points over ${result.stepsCompleted} RL steps`);
+  console.log(
+    `  improvement       ${((after - before) * 100).toFixed(1)} points over ${result.stepsCompleted} RL steps`,
+  );
   console.log(`[calc-agent] plot: ${result.plotPath}`);
   console.log(`[calc-agent] metrics: ${result.metricsPath}`);
   console.log(`[calc-agent] checkpoint: ${result.checkpointDir}`);
@@ -123,7 +128,11 @@ async function main(): Promise<void> {
  * SFT in chunks until sampled tool use with a correct result reaches ~20% of train problems: RL can
  * only re-weight behaviours the warm start made reachable.
  */
-async function warmStart(policy: { model: PolicyModel; template: ChatTemplate; tokenizer: Tokenizer }, demo: Problem[], train: Problem[]) {
+async function warmStart(
+  policy: { model: PolicyModel; template: ChatTemplate; tokenizer: Tokenizer },
+  demo: Problem[],
+  train: Problem[],
+) {
   const examples = demonstrations(demo, Number(args["tool-share"]), seed) as unknown as SftExample[];
   const chunk = Number(args["sft-steps"]);
   let optimizer: Awaited<ReturnType<typeof sft>>["optimizer"] | undefined;
@@ -138,7 +147,10 @@ async function warmStart(policy: { model: PolicyModel; template: ChatTemplate; t
       seed: seed + round,
     });
     optimizer = res.optimizer;
-    const check = await evaluatePolicy(policy, train.slice(0, 64), { temperature: 1, seed: seed + 17 + round });
+    const check = await evaluatePolicy(policy, train.slice(0, 64), {
+      temperature: 1,
+      seed: seed + 17 + round,
+    });
     console.log(
       `[calc-agent] warm start round ${round + 1}: loss ${res.losses.at(-1)!.toFixed(3)}, ${Math.round(res.tokensPerSecond)} tok/s;` +
         ` sampled: accuracy ${pct(check.accuracy)}, tool use ${pct(check.toolUse)}, tool success ${pct(check.toolSuccess)} (${elapsed()})`,

@@ -1,6 +1,7 @@
 import type { Span, Triplet } from "@agl/core";
 import { describe, expect, it } from "vitest";
 import { type Adapter, defineAdapter, each, filter, groupBy, map, pipe, runAdapter } from "./adapter.js";
+import { unflattenPrefix } from "./attributes.js";
 import { parsePythonLiteral } from "./python-literal.js";
 import { llmAttrs, mkSpan, rewardAttrs } from "./test-helpers.js";
 import { TraceToTriplets } from "./trace-to-triplets.js";
@@ -108,5 +109,25 @@ describe("parsePythonLiteral", () => {
     expect(() => parsePythonLiteral("{'a': <function f at 0x1>}")).toThrow(SyntaxError);
     expect(() => parsePythonLiteral("[1, 2] x")).toThrow(/trailing/);
     expect(() => parsePythonLiteral("[1, 2")).toThrow(SyntaxError);
+  });
+});
+
+describe("unflattenPrefix", () => {
+  it("rebuilds lists and objects, drops holes, and switches a list to an object on a named key", () => {
+    const a = {
+      "gen_ai.prompt.0.role": "user",
+      "gen_ai.prompt.0.content": "hi",
+      "gen_ai.prompt.2.role": "assistant",
+      "gen_ai.prompt.2.tool_calls.0.name": "f",
+      "gen_ai.promptx": "not under the prefix",
+      "x.0": 1,
+      "x.name": "n",
+    };
+    expect(unflattenPrefix(a, "gen_ai.prompt")).toEqual([
+      { role: "user", content: "hi" },
+      { role: "assistant", tool_calls: [{ name: "f" }] },
+    ]);
+    expect(unflattenPrefix(a, "x")).toEqual({ "0": 1, name: "n" });
+    expect(unflattenPrefix(a, "missing")).toBeUndefined();
   });
 });

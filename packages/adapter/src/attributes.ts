@@ -74,46 +74,63 @@ export function keysUnder(attributes: Attributes, prefix: string): string[] {
   if (!keys) return NO_KEYS;
   if (second < 0) {
     // the group is exactly this prefix's keys unless the bare prefix itself is a key
-    return keys.length === 1 && keys[0] === prefix ? NO_KEYS : keys[0] === prefix ? keys.slice(1) : keys.includes(prefix) ? keys.filter((k) => k !== prefix) : keys;
+    return keys.includes(prefix) ? keys.filter((k) => k !== prefix) : keys;
   }
   return keys.filter((k) => k.startsWith(dotted));
 }
 
 /**
- * Rebuild the structure under `prefix` (`gen_ai.prompt` → `[{role, content}, ...]`): objects whose
- * keys are all integers become arrays ordered by index. Returns undefined when no key has the prefix.
+ * Rebuild the structure under `prefix` (`gen_ai.prompt` → `[{role, content}, ...]`): containers whose
+ * keys are integers become arrays ordered by index (holes dropped). Returns undefined when no key has
+ * the prefix.
  */
 export function unflattenPrefix(attributes: Attributes, prefix: string): unknown {
-  const dotted = `${prefix}.`;
-  let root: Record<string, unknown> | undefined;
-  for (const key of keysUnder(attributes, prefix)) {
-    root ??= {};
-    const parts = key.slice(dotted.length).split(".");
-    let node = root;
-    for (let i = 0; i < parts.length - 1; i++) {
+  const keys = keysUnder(attributes, prefix);
+  if (keys.length === 0) return undefined;
+  const start = prefix.length + 1;
+  const root: { v: unknown } = { v: undefined };
+  let holes = false;
+  for (const key of keys) {
+    const parts = key.slice(start).split(".");
+    let parent: any = root;
+    let slot: string | number = "v";
+    for (let i = 0; i < parts.length; i++) {
       const part = parts[i]!;
-      const next = node[part];
-      if (!isPlainObject(next)) node[part] = {};
-      node = node[part] as Record<string, unknown>;
+      const index = isIndex(part) ? Number(part) : -1;
+      let container: any = parent[slot];
+      if (container === undefined || container === null || typeof container !== "object") {
+        container = index >= 0 ? [] : {};
+        parent[slot] = container;
+      } else if (Array.isArray(container) && index < 0) {
+        container = Object.assign({}, container);
+        parent[slot] = container;
+      }
+      if (Array.isArray(container) && index > container.length) holes = true;
+      parent = container;
+      slot = index >= 0 && Array.isArray(container) ? index : part;
     }
-    node[parts[parts.length - 1]!] = attributes[key];
+    parent[slot] = attributes[key];
   }
-  return root === undefined ? undefined : arrayify(root);
+  return holes ? compact(root.v) : root.v;
 }
 
-function arrayify(value: unknown): unknown {
-  if (!isPlainObject(value)) return value;
-  const keys = Object.keys(value);
-  const obj = value as Record<string, unknown>;
-  if (keys.length > 0 && keys.every((k) => /^\d+$/.test(k))) {
-    return keys
-      .map(Number)
-      .sort((a, b) => a - b)
-      .map((k) => arrayify(obj[String(k)]));
+function isIndex(part: string): boolean {
+  if (part.length === 0 || part.length > 9) return false;
+  for (let i = 0; i < part.length; i++) {
+    const c = part.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
   }
-  const out: Record<string, unknown> = {};
-  for (const k of keys) out[k] = arrayify(obj[k]);
-  return out;
+  return true;
+}
+
+/** Drop array holes left by non-contiguous indices (`x.0`, `x.2`). */
+function compact(value: unknown): unknown {
+  if (Array.isArray(value)) return value.filter((_, i) => i in value).map(compact);
+  if (isPlainObject(value)) {
+    for (const k of Object.keys(value))
+      (value as Record<string, unknown>)[k] = compact(value[k]) as AttributeValue;
+  }
+  return value;
 }
 
 /** True when any key starts with `prefix.`. */

@@ -41,7 +41,25 @@ export function agentNameOf(span: Span): string | null {
  * `@reward` output, annotation `reward`, v0.2 `agentlightning.reward`), here on flattened attributes.
  */
 export function rewardOf(span: Span): number | null {
-  return getRewardValue({ name: span.name, attributes: attrs(span) });
+  const a = attrs(span);
+  let cached = rewardCache.get(a);
+  if (cached === undefined) {
+    cached = mayCarryReward(span.name, a) ? getRewardValue({ name: span.name, attributes: a }) : null;
+    rewardCache.set(a, cached);
+  }
+  return cached;
+}
+
+const rewardCache = new WeakMap<object, number | null>();
+
+/** Cheap pre-check so most spans skip the full reward reader (called for every span of every rollout). */
+function mayCarryReward(name: string, a: Attributes): boolean {
+  if (name === SPAN_NAMES.annotation || name === LEGACY_REWARD_SPAN) return true;
+  for (const key in a) {
+    if (key.charCodeAt(0) !== 97) continue; // 'a': agentlightning.* / agentops.*
+    if (key.startsWith("agentlightning.reward") || key.startsWith("agentops.")) return true;
+  }
+  return false;
 }
 
 /** A span whose subtree holds reward computation (its LLM calls are graders, not the policy). */

@@ -22,6 +22,7 @@ export function matchRewards(
   kept: AnalyzedCall[],
   policy: RewardMatchPolicy,
   diagnostics: DiagnosticsCollector,
+  clockSkewSeconds = 0,
 ): RewardMatch[] {
   const byNode = new Map<TraceNode, AnalyzedCall>();
   for (const c of kept) byNode.set(c.node, c);
@@ -43,7 +44,7 @@ export function matchRewards(
         for (let i = seen.length - 1; i >= 0; i--) {
           const candidate = seen[i]!;
           const end = candidate.node.span.end_time;
-          if (candidate.reward === null && end != null && end <= start) {
+          if (candidate.reward === null && end != null && end <= start + clockSkewSeconds) {
             target = candidate;
             break;
           }

@@ -335,4 +335,15 @@ describe("TraceToTriplets", () => {
     expect(t!.metadata.response_id).toBe("nested");
     expect(t!.prompt.raw_content).toEqual([{ role: "user", content: "q" }]);
   });
+
+  it("tolerates a millisecond of clock skew between a call's end and the reward (configurable)", () => {
+    // the reward was stamped with Date.now() (ms-truncated) just after the call's OTel end time
+    const spans = [
+      mkSpan({ id: "root", name: "run", start: 0, end: 10 }),
+      call("c1", "root", 1, 2.0007),
+      reward("r", "root", 2, 1),
+    ];
+    expect(new TraceToTriplets().adapt(spans).map((t) => t.reward)).toEqual([1]);
+    expect(new TraceToTriplets({ clockSkewSeconds: 0 }).adapt(spans).map((t) => t.reward)).toEqual([null]);
+  });
 });

@@ -27,6 +27,13 @@ export interface TraceToTripletsOptions {
   skipEmptyTokenSpans?: boolean;
   /** Fill missing token ids from another span with the same response id, e.g. a proxy's (default true). */
   joinTokenIdsByResponseId?: boolean;
+  /**
+   * A reward may start this many seconds before its call's recorded end (default 0.002). Spans written
+   * with different clocks (OTel's performance clock vs `Date.now()`, millisecond truncation) disagree
+   * by about a millisecond, which would otherwise hand a reward to the previous call. 0 is Agent
+   * Lightning's strict rule.
+   */
+  clockSkewSeconds?: number;
 }
 
 /** Why a span that matched the LLM pattern was not turned into a triplet. */
@@ -83,6 +90,7 @@ export class TraceToTriplets implements DiagnosingAdapter<Span[], Triplet[]> {
       rewardMatch: options.rewardMatch ?? "firstOccurrence",
       skipEmptyTokenSpans: options.skipEmptyTokenSpans ?? false,
       joinTokenIdsByResponseId: options.joinTokenIdsByResponseId ?? true,
+      clockSkewSeconds: options.clockSkewSeconds ?? 0.002,
     };
     this.isLlmCall = spanMatcher(this.options.llmCallMatch);
   }
@@ -120,6 +128,7 @@ export class TraceToTriplets implements DiagnosingAdapter<Span[], Triplet[]> {
       calls.filter((c) => c.kept),
       this.options.rewardMatch,
       diagnostics,
+      this.options.clockSkewSeconds,
     );
     for (const c of calls) {
       if (!c.kept || !c.call) continue;

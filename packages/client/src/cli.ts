@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { consoleLogger, type LogLevel } from "@agl/core";
 /**
  * agl-worker: run an agent against a remote store server.
  *
@@ -7,7 +8,6 @@
  * Prints the run summary as one JSON line on stdout when it stops (SIGINT/SIGTERM, or --max-rollouts).
  */
 import { Command, InvalidArgumentError as CommanderArgumentError } from "commander";
-import { consoleLogger, type LogLevel } from "@agl/core";
 import { loadAgent } from "./load-agent.js";
 import { Worker } from "./worker.js";
 
@@ -27,12 +27,20 @@ const program = new Command()
   .name("agl-worker")
   .description("Claim rollouts from an Agent Lightning store server and run an agent on them")
   .requiredOption("--store <url>", "store server URL, e.g. http://127.0.0.1:4747")
-  .requiredOption("--agent <module>", "module whose default export is the agent (rollout() function or LitAgent)")
+  .requiredOption(
+    "--agent <module>",
+    "module whose default export is the agent (rollout() function or LitAgent)",
+  )
   .option("--concurrency <n>", "rollouts run at the same time", positiveInt, 1)
   .option("--token <token>", "bearer token for the store server (default: $AGL_STORE_TOKEN)")
   .option("--worker-id <id>", "worker id reported to the store")
   .option("--poll-interval-ms <ms>", "wait between dequeues when the queue is empty", nonNegative, 1000)
-  .option("--grace-period-ms <ms>", "after a stop signal, how long in-flight rollouts may finish", nonNegative, 30_000)
+  .option(
+    "--grace-period-ms <ms>",
+    "after a stop signal, how long in-flight rollouts may finish",
+    nonNegative,
+    30_000,
+  )
   .option("--max-rollouts <n>", "stop after claiming this many rollouts", positiveInt)
   .option("--log-level <level>", "debug | info | warn | error | silent", "info")
   .action(async (opts) => {
@@ -49,9 +57,12 @@ const program = new Command()
       ...(opts.maxRollouts ? { maxRollouts: opts.maxRollouts } : {}),
       logger,
     });
-    logger.info(`worker ${worker.workerId} running against ${opts.store} with concurrency ${opts.concurrency}`);
+    logger.info(
+      `worker ${worker.workerId} running against ${opts.store} with concurrency ${opts.concurrency}`,
+    );
     const summary = await worker.run();
-    process.stdout.write(`${JSON.stringify(summary)}\n`);
+    // Exit explicitly: an abandoned agent (past the grace period) may still hold timers or sockets.
+    process.stdout.write(`${JSON.stringify(summary)}\n`, () => process.exit(0));
   });
 
 program.parseAsync(process.argv).catch((error: unknown) => {

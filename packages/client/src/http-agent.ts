@@ -76,9 +76,12 @@ export function httpAgent(options: HttpAgentOptions): FunctionalLitAgent {
         .json();
     } catch (error) {
       const httpError = await toHttpError(error, "POST", options.url);
-      throw new HttpAgentError(`agent service failed on rollout ${rollout.rollout_id}: ${httpError.message}`, {
-        cause: httpError,
-      });
+      throw new HttpAgentError(
+        `agent service failed on rollout ${rollout.rollout_id}: ${httpError.message}`,
+        {
+          cause: httpError,
+        },
+      );
     }
     const parsed = HttpAgentResponseSchema.safeParse(payload);
     if (!parsed.success) {

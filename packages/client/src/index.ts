@@ -1,30 +1,30 @@
-export { LightningStoreClient, type LightningStoreClientOptions } from "./store-client.js";
 export {
   HttpClientError,
   HttpError,
+  type HttpErrorFields,
   HttpNetworkError,
   HttpServerError,
   RemoteIllegalTransitionError,
   RemoteInvalidArgumentError,
   RemoteNotFoundError,
-  type HttpErrorFields,
   type ServerErrorInfo,
 } from "./http/errors.js";
 export type { TransportOptions } from "./http/transport.js";
-export { Worker, type WorkerOptions } from "./worker.js";
-export { loadAgent } from "./load-agent.js";
 export {
-  AgentLightningClient,
-  LegacyTaskSchema,
-  type AgentLightningClientOptions,
-  type GenericResponse,
-  type LegacyRollout,
-  type LegacyTask,
-} from "./legacy-client.js";
-export {
-  httpAgent,
   HttpAgentError,
   type HttpAgentOptions,
   type HttpAgentRequest,
   type HttpAgentResponse,
+  httpAgent,
 } from "./http-agent.js";
+export {
+  AgentLightningClient,
+  type AgentLightningClientOptions,
+  type GenericResponse,
+  type LegacyRollout,
+  type LegacyTask,
+  LegacyTaskSchema,
+} from "./legacy-client.js";
+export { loadAgent } from "./load-agent.js";
+export { LightningStoreClient, type LightningStoreClientOptions } from "./store-client.js";
+export { Worker, type WorkerOptions } from "./worker.js";

@@ -2,7 +2,7 @@
  * AgentLightningClient: the legacy v0.1 task-polling client (Agent Lightning §3.4), for agents written
  * against AgentLightningServer: poll GET /task, fetch resources, POST /rollout with the result.
  */
-import { ResourcesUpdateSchema, type ResourcesUpdate, parseOrThrow } from "@agl/core";
+import { parseOrThrow, type ResourcesUpdate, ResourcesUpdateSchema } from "@agl/core";
 import ky, { type KyInstance } from "ky";
 import { z } from "zod";
 import { toHttpError } from "./http/transport.js";
@@ -69,7 +69,11 @@ export class AgentLightningClient {
 
   /** One GET /task: a claimed task, or null when none is available. */
   async getTask(): Promise<LegacyTask | null> {
-    const body = await this.send("get", "task", this.workerId ? { searchParams: { worker_id: this.workerId } } : {});
+    const body = await this.send(
+      "get",
+      "task",
+      this.workerId ? { searchParams: { worker_id: this.workerId } } : {},
+    );
     const parsed = parseOrThrow(TaskIfAnySchema, body, "task response");
     return parsed.is_available ? (parsed.task ?? null) : null;
   }
@@ -106,7 +110,11 @@ export class AgentLightningClient {
 
   /** Report a task's result. */
   async postRollout(rollout: LegacyRollout): Promise<GenericResponse> {
-    return parseOrThrow(GenericResponseSchema, await this.send("post", "rollout", { json: rollout }), "rollout response");
+    return parseOrThrow(
+      GenericResponseSchema,
+      await this.send("post", "rollout", { json: rollout }),
+      "rollout response",
+    );
   }
 
   private async resources(path: string): Promise<ResourcesUpdate | null> {

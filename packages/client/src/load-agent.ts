@@ -8,7 +8,9 @@ import { type AgentLike, InvalidArgumentError } from "@agl/core";
  * (instantiated with no arguments).
  */
 export async function loadAgent(modulePath: string): Promise<AgentLike> {
-  const url = /^[a-z]+:/i.test(modulePath) ? modulePath : pathToFileURL(resolve(process.cwd(), modulePath)).href;
+  const url = /^[a-z]+:/i.test(modulePath)
+    ? modulePath
+    : pathToFileURL(resolve(process.cwd(), modulePath)).href;
   const mod = (await import(url)) as Record<string, unknown>;
   let agent = mod.default ?? mod.agent;
   // A CommonJS module or a bundler's interop wrapper nests the real export one level down.

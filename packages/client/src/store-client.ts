@@ -6,37 +6,37 @@
  * servers without them); waitForRollouts long-polls in chunks instead of refusing timeouts > 0.1 s.
  */
 import {
-  AttemptedRolloutSchema,
-  AttemptSchema,
-  paginatedSchema,
-  parseOrThrow,
-  ResourcesUpdateSchema,
-  RolloutSchema,
-  SpanSchema,
-  spanFromReadable,
-  StoreClosedError,
-  WorkerSchema,
   type Attempt,
   type AttemptedRollout,
+  AttemptedRolloutSchema,
   type AttemptPatch,
   type AttemptQuery,
+  AttemptSchema,
   type EnqueueRolloutRequest,
   type LightningStore,
   type NamedResources,
   type PaginatedResult,
+  paginatedSchema,
+  parseOrThrow,
   type ResourcesQuery,
   type ResourcesUpdate,
+  ResourcesUpdateSchema,
   type Rollout,
   type RolloutPatch,
   type RolloutQuery,
+  RolloutSchema,
   type Span,
   type SpanInput,
   type SpanQuery,
+  SpanSchema,
   type StartRolloutRequest,
   type StoreCapabilities,
+  StoreClosedError,
   type StoreStatistics,
+  spanFromReadable,
   type Worker,
   type WorkerQuery,
+  WorkerSchema,
 } from "@agl/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { z } from "zod";
@@ -49,10 +49,14 @@ export interface LightningStoreClientOptions extends TransportOptions {
 }
 
 const RolloutOrAttempted = z.unknown().transform((value, ctx) => {
-  const schema = typeof value === "object" && value !== null && "attempt" in value ? AttemptedRolloutSchema : RolloutSchema;
+  const schema =
+    typeof value === "object" && value !== null && "attempt" in value
+      ? AttemptedRolloutSchema
+      : RolloutSchema;
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
-    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, code: "custom", message: issue.message });
+    for (const issue of parsed.error.issues)
+      ctx.addIssue({ ...issue, code: "custom", message: issue.message });
     return z.NEVER;
   }
   return parsed.data as Rollout | AttemptedRollout;
@@ -136,7 +140,9 @@ export class LightningStoreClient implements LightningStore {
   }
 
   enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
-    return this.call(z.array(RolloutSchema), "post", "queues/rollouts/enqueue", { json: { rollouts: requests } });
+    return this.call(z.array(RolloutSchema), "post", "queues/rollouts/enqueue", {
+      json: { rollouts: requests },
+    });
   }
 
   async dequeueRollout(options: { workerId?: string | null } = {}): Promise<AttemptedRollout | null> {
@@ -145,7 +151,10 @@ export class LightningStoreClient implements LightningStore {
   }
 
   /** Never retried: a retry after a lost answer could claim rollouts nobody runs. */
-  async dequeueManyRollouts(options: { limit: number; workerId?: string | null }): Promise<AttemptedRollout[]> {
+  async dequeueManyRollouts(options: {
+    limit: number;
+    workerId?: string | null;
+  }): Promise<AttemptedRollout[]> {
     if (options.limit <= 0) return [];
     return this.call(z.array(AttemptedRolloutSchema), "post", "queues/rollouts/dequeue", {
       json: { limit: options.limit, worker_id: options.workerId ?? null },
@@ -175,7 +184,10 @@ export class LightningStoreClient implements LightningStore {
    * Long-poll: each request asks the server to wait up to `waitChunkSeconds` (the server may cap it
    * lower), until every id is terminal or the deadline passes. timeout null = no deadline.
    */
-  async waitForRollouts(rolloutIds: string[], options: { timeoutSeconds?: number | null } = {}): Promise<Rollout[]> {
+  async waitForRollouts(
+    rolloutIds: string[],
+    options: { timeoutSeconds?: number | null } = {},
+  ): Promise<Rollout[]> {
     const timeout = options.timeoutSeconds === undefined ? null : options.timeoutSeconds;
     const done = new Map<string, Rollout>();
     const remaining = () => [...new Set(rolloutIds)].filter((id) => !done.has(id));
@@ -213,7 +225,9 @@ export class LightningStoreClient implements LightningStore {
   }
 
   updateAttempt(rolloutId: string, attemptId: string, patch: AttemptPatch): Promise<Attempt> {
-    return this.call(AttemptSchema, "post", `rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}`, { json: patch });
+    return this.call(AttemptSchema, "post", `rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}`, {
+      json: patch,
+    });
   }
 
   // --- resources
@@ -258,7 +272,12 @@ export class LightningStoreClient implements LightningStore {
     return stored;
   }
 
-  async addOtelSpan(rolloutId: string, attemptId: string, span: ReadableSpan, sequenceId?: number): Promise<Span | null> {
+  async addOtelSpan(
+    rolloutId: string,
+    attemptId: string,
+    span: ReadableSpan,
+    sequenceId?: number,
+  ): Promise<Span | null> {
     const seq = sequenceId ?? (await this.getNextSpanSequenceId(rolloutId, attemptId));
     return this.addSpan(spanFromReadable(span, { rolloutId, attemptId, sequenceId: seq }));
   }
@@ -273,9 +292,14 @@ export class LightningStoreClient implements LightningStore {
   async getManySpanSequenceIds(pairs: ReadonlyArray<readonly [string, string]>): Promise<number[]> {
     if (pairs.length === 0) return [];
     const batched = await this.batch(async () => {
-      const body = await this.call(z.object({ sequence_ids: z.array(z.number().int()) }), "post", "spans/next/batch", {
-        json: { pairs: pairs.map(([rollout_id, attempt_id]) => ({ rollout_id, attempt_id })) },
-      });
+      const body = await this.call(
+        z.object({ sequence_ids: z.array(z.number().int()) }),
+        "post",
+        "spans/next/batch",
+        {
+          json: { pairs: pairs.map(([rollout_id, attempt_id]) => ({ rollout_id, attempt_id })) },
+        },
+      );
       return body.sequence_ids;
     });
     if (batched) return batched;
@@ -285,7 +309,9 @@ export class LightningStoreClient implements LightningStore {
   }
 
   querySpans(rolloutId: string, query?: SpanQuery): Promise<PaginatedResult<Span>> {
-    return this.call(PaginatedSpans, "post", "spans/search", { json: { ...wireQuery(query), rollout_id: rolloutId } });
+    return this.call(PaginatedSpans, "post", "spans/search", {
+      json: { ...wireQuery(query), rollout_id: rolloutId },
+    });
   }
 
   // --- workers
@@ -297,7 +323,10 @@ export class LightningStoreClient implements LightningStore {
     return this.call(WorkerSchema.nullable(), "get", `workers/${enc(workerId)}`);
   }
 
-  updateWorker(workerId: string, update?: { heartbeat_stats?: Record<string, unknown> | null }): Promise<Worker> {
+  updateWorker(
+    workerId: string,
+    update?: { heartbeat_stats?: Record<string, unknown> | null },
+  ): Promise<Worker> {
     const body = update?.heartbeat_stats != null ? { heartbeat_stats: update.heartbeat_stats } : {};
     return this.call(WorkerSchema, "post", `workers/${enc(workerId)}`, { json: body });
   }

@@ -4,7 +4,14 @@
  * grace period, after which they are marked failed so the store can retry them); a second one
  * exits at once (attempts left running are then recovered by the store's watchdog).
  */
-import { consoleLogger, type AgentLike, type LightningStore, type Logger, Runner, type RunnerSummary } from "@agl/core";
+import {
+  type AgentLike,
+  consoleLogger,
+  type LightningStore,
+  type Logger,
+  Runner,
+  type RunnerSummary,
+} from "@agl/core";
 import { LightningStoreClient } from "./store-client.js";
 
 export interface WorkerOptions {
@@ -53,7 +60,9 @@ export class Worker {
       pollIntervalMs: options.pollIntervalMs ?? 1000,
       gracePeriodMs: options.gracePeriodMs ?? 30_000,
       ...(options.maxRollouts ? { maxRollouts: options.maxRollouts } : {}),
-      ...(options.heartbeatIntervalSeconds ? { heartbeatIntervalSeconds: options.heartbeatIntervalSeconds } : {}),
+      ...(options.heartbeatIntervalSeconds
+        ? { heartbeatIntervalSeconds: options.heartbeatIntervalSeconds }
+        : {}),
       logger: this.logger,
     });
   }
@@ -67,10 +76,14 @@ export class Worker {
     const onSignal = (name: NodeJS.Signals) => {
       this.signalCount++;
       if (this.signalCount === 1) {
-        this.logger.info(`worker ${this.workerId}: ${name}, finishing ${this.runner.inFlightCount} in-flight rollout(s)`);
+        this.logger.info(
+          `worker ${this.workerId}: ${name}, finishing ${this.runner.inFlightCount} in-flight rollout(s)`,
+        );
         this.stop();
       } else {
-        this.logger.warn(`worker ${this.workerId}: second ${name}, exiting without waiting for in-flight rollouts`);
+        this.logger.warn(
+          `worker ${this.workerId}: second ${name}, exiting without waiting for in-flight rollouts`,
+        );
         process.exit(130);
       }
     };
@@ -98,5 +111,4 @@ export class Worker {
   stop(): void {
     this.controller.abort(new Error(`worker ${this.workerId} stopping`));
   }
-
 }

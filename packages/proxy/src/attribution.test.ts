@@ -47,7 +47,12 @@ describe("attribution styles", () => {
 
   it("v0.x path prefix without /v1 (ProxyLLM endpoint given without it)", async () => {
     const { rolloutId, attemptId } = await h.newAttempt();
-    await expectRecorded(h.client(`${h.url}/rollout/${rolloutId}/attempt/${attemptId}`), rolloutId, attemptId, "path");
+    await expectRecorded(
+      h.client(`${h.url}/rollout/${rolloutId}/attempt/${attemptId}`),
+      rolloutId,
+      attemptId,
+      "path",
+    );
   });
 
   it("v1.0 path /proxy/rollout/{rid}/attempt/{aid}/mode/{train|val}/openai/v1 with its rewrites", async () => {
@@ -66,13 +71,18 @@ describe("attribution styles", () => {
     expect(sent.temperature).toBe(0.7);
     expect(sent.logprobs).toBeUndefined();
     expect(sent.return_token_ids).toBe(true);
-    const bad = await fetch(`${h.url}/proxy/rollout/r/attempt/a/mode/test/openai/v1/chat/completions`, { method: "POST", body: "{}" });
+    const bad = await fetch(`${h.url}/proxy/rollout/r/attempt/a/mode/test/openai/v1/chat/completions`, {
+      method: "POST",
+      body: "{}",
+    });
     expect(bad.status).toBe(404);
   });
 
   it("headers x-rollout-id / x-attempt-id", async () => {
     const { rolloutId, attemptId } = await h.newAttempt();
-    const client = h.client(`${h.url}/v1`, { headers: { "x-rollout-id": rolloutId, "x-attempt-id": attemptId } });
+    const client = h.client(`${h.url}/v1`, {
+      headers: { "x-rollout-id": rolloutId, "x-attempt-id": attemptId },
+    });
     await expectRecorded(client, rolloutId, attemptId, "header");
     const one = await fetch(`${h.url}/v1/chat/completions`, {
       method: "POST",
@@ -96,7 +106,11 @@ describe("attribution styles", () => {
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ rollout_id: rolloutId, attempt_id: attemptId }),
     });
-    expect(await created.json()).toMatchObject({ session_id: "trial-1", status: "created", rollout_id: rolloutId });
+    expect(await created.json()).toMatchObject({
+      session_id: "trial-1",
+      status: "created",
+      rollout_id: rolloutId,
+    });
     await expectRecorded(h.client(`${h.url}/trial-1/v1`), rolloutId, attemptId, "session", {
       "agl.proxy.session_id": "trial-1",
     });
@@ -127,7 +141,12 @@ describe("attribution styles", () => {
   });
 
   it("GET /v1/models under every base URL, and /health", async () => {
-    for (const base of [`${h.url}/v1`, `${h.url}/rollout/r1/attempt/a1/v1`, `${h.url}/proxy/rollout/r/attempt/a/mode/val/openai/v1`, `${h.url}/s1/v1`]) {
+    for (const base of [
+      `${h.url}/v1`,
+      `${h.url}/rollout/r1/attempt/a1/v1`,
+      `${h.url}/proxy/rollout/r/attempt/a/mode/val/openai/v1`,
+      `${h.url}/s1/v1`,
+    ]) {
       const models = await h.client(base).models.list();
       expect(models.data.map((m) => m.id)).toEqual(["policy"]);
     }
@@ -141,7 +160,9 @@ describe("attribution styles", () => {
     expect(out.choices[0]!.message.content).toBe("Echo: ping");
     const strict = await startHarness({ proxy: { unattributed: "reject" }, tap: false });
     try {
-      await expect(strict.client(`${strict.url}/v1`).chat.completions.create({ model: "m", messages })).rejects.toMatchObject({
+      await expect(
+        strict.client(`${strict.url}/v1`).chat.completions.create({ model: "m", messages }),
+      ).rejects.toMatchObject({
         status: 400,
       });
     } finally {

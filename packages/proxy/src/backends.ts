@@ -168,7 +168,14 @@ export class BackendPool {
   private async check(backend: Backend): Promise<void> {
     let reason: string | null = null;
     try {
-      const call = callUpstream(backend, "GET", "models", null, this.healthCheckTimeoutMs, "application/json");
+      const call = callUpstream(
+        backend,
+        "GET",
+        "models",
+        null,
+        this.healthCheckTimeoutMs,
+        "application/json",
+      );
       const { status } = await call.started;
       await collectBody(call);
       if (status >= 500) reason = `HTTP ${status}`;
@@ -181,7 +188,8 @@ export class BackendPool {
       backend.ejectedUntil = 0;
       backend.consecutiveFailures = 0;
     } else {
-      if (backend.healthy) this.options.onWarning?.(`backend ${backend.url} failed its health check: ${reason}`);
+      if (backend.healthy)
+        this.options.onWarning?.(`backend ${backend.url} failed its health check: ${reason}`);
       backend.healthy = false;
       backend.lastError = reason;
     }

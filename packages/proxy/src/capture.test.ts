@@ -5,7 +5,11 @@ import { type Harness, sseEvents, startHarness } from "./test-support/harness.js
 const tools = [
   {
     type: "function" as const,
-    function: { name: "calculator", description: "eval", parameters: { type: "object", properties: { expr: { type: "string" } } } },
+    function: {
+      name: "calculator",
+      description: "eval",
+      parameters: { type: "object", properties: { expr: { type: "string" } } },
+    },
   },
 ];
 
@@ -49,12 +53,22 @@ describe("capture through the proxy (real openai SDK, vLLM-like upstream)", () =
           { role: "system" as const, content: "be brief" },
           { role: "user" as const, content: "what is 2+2?" },
         ];
-        const params = { model: "anything", messages, n: 2, seed: 7, max_tokens: 64, stop: ["\n\n"], ...(withTools ? { tools } : {}) };
+        const params = {
+          model: "anything",
+          messages,
+          n: 2,
+          seed: 7,
+          max_tokens: 64,
+          stop: ["\n\n"],
+          ...(withTools ? { tools } : {}),
+        };
         const tapBefore = h.taps[0]!.exchanges.length;
         let clientIds: number[][] = [[], []];
         let clientText: string;
         if (stream) {
-          const s = await h.client(`${h.url}/rollout/${rolloutId}/attempt/${attemptId}/v1`).chat.completions.create({ ...params, stream: true });
+          const s = await h
+            .client(`${h.url}/rollout/${rolloutId}/attempt/${attemptId}/v1`)
+            .chat.completions.create({ ...params, stream: true });
           for await (const chunk of s) {
             for (const c of chunk.choices) clientIds[c.index]!.push(...((c as any).token_ids ?? []));
           }
@@ -72,7 +86,15 @@ describe("capture through the proxy (real openai SDK, vLLM-like upstream)", () =
         const ex = h.taps[0]!.exchanges[tapBefore]!;
         const sent = JSON.parse(ex.requestBody);
         // what went upstream: rewritten model, injected fields, client params passed through
-        expect(sent).toMatchObject({ model: "policy", return_token_ids: true, logprobs: true, n: 2, seed: 7, max_tokens: 64, stop: ["\n\n"] });
+        expect(sent).toMatchObject({
+          model: "policy",
+          return_token_ids: true,
+          logprobs: true,
+          n: 2,
+          seed: 7,
+          max_tokens: 64,
+          stop: ["\n\n"],
+        });
         if (withTools) expect(sent.tools).toEqual(tools);
         expect(a["agl.proxy.request"]).toBe(ex.requestBody);
 
@@ -113,12 +135,20 @@ describe("capture through the proxy (real openai SDK, vLLM-like upstream)", () =
         expect(upstream.ids[0].length).toBeGreaterThan(0);
         expect(JSON.parse(a["logprobs.content"]).map((x: any) => x.logprob)).toEqual(upstream.lps[0]);
         if (withTools) {
-          expect(JSON.parse(a["gen_ai.completion.1.tool_calls"])[0].function).toEqual({ name: "calculator", arguments: '{"expr":"1+2"}' });
+          expect(JSON.parse(a["gen_ai.completion.1.tool_calls"])[0].function).toEqual({
+            name: "calculator",
+            arguments: '{"expr":"1+2"}',
+          });
           expect(a["gen_ai.completion.0.finish_reason"]).toBe("tool_calls");
         } else {
           expect(a["gen_ai.completion.1.content"]).toBe("answer 1: what is 2+2? ü€");
         }
-        expect(span).toMatchObject({ rollout_id: rolloutId, attempt_id: attemptId, sequence_id: 1, name: "openai.chat.completion" });
+        expect(span).toMatchObject({
+          rollout_id: rolloutId,
+          attempt_id: attemptId,
+          sequence_id: 1,
+          name: "openai.chat.completion",
+        });
         expect(span.status.status_code).toBe("OK");
         expect(a).toMatchObject({
           "gen_ai.request.model": "policy",
@@ -143,7 +173,12 @@ describe("capture through the proxy (real openai SDK, vLLM-like upstream)", () =
     const spansFor = async (stream: boolean) => {
       const { rolloutId, attemptId } = await h.newAttempt();
       const client = h.client(`${h.url}/rollout/${rolloutId}/attempt/${attemptId}/v1`);
-      const params = { model: "m", messages: [{ role: "user" as const, content: "use the tool" }], tools, n: 2 };
+      const params = {
+        model: "m",
+        messages: [{ role: "user" as const, content: "use the tool" }],
+        tools,
+        n: 2,
+      };
       if (stream) for await (const _ of await client.chat.completions.create({ ...params, stream: true }));
       else await client.chat.completions.create(params);
       return (await h.spans(rolloutId))[0]!;
@@ -163,7 +198,13 @@ describe("capture through the proxy (real openai SDK, vLLM-like upstream)", () =
       const { rolloutId, attemptId } = await h.newAttempt();
       const client = h.client(`${h.url}/rollout/${rolloutId}/attempt/${attemptId}/v1`);
       const tapBefore = h.taps[0]!.exchanges.length;
-      if (stream) for await (const _ of await client.completions.create({ model: "x", prompt: "1+1=", n: 2, stream: true }));
+      if (stream)
+        for await (const _ of await client.completions.create({
+          model: "x",
+          prompt: "1+1=",
+          n: 2,
+          stream: true,
+        }));
       else await client.completions.create({ model: "x", prompt: "1+1=", n: 2 });
       const [span] = await h.spans(rolloutId);
       const a = span!.attributes as Record<string, any>;
@@ -182,14 +223,15 @@ describe("capture through the proxy (real openai SDK, vLLM-like upstream)", () =
   }
 
   it("an upstream without token ids is recorded and flagged", async () => {
-    const { rolloutId, attemptId } = await h.newAttempt();
     const noIds = await startHarness({ proxy: { returnTokenIds: false }, tap: false });
     try {
       const r = await noIds.newAttempt();
-      await noIds.client(`${noIds.url}/rollout/${r.rolloutId}/attempt/${r.attemptId}/v1`).chat.completions.create({
-        model: "m",
-        messages: [{ role: "user", content: "hi" }],
-      });
+      await noIds
+        .client(`${noIds.url}/rollout/${r.rolloutId}/attempt/${r.attemptId}/v1`)
+        .chat.completions.create({
+          model: "m",
+          messages: [{ role: "user", content: "hi" }],
+        });
       const [span] = await noIds.spans(r.rolloutId);
       expect(span!.attributes["agl.proxy.token_ids_missing"]).toBe(true);
       expect(span!.attributes["gen_ai.completion.0.content"]).toBe("Echo: hi");
@@ -198,13 +240,13 @@ describe("capture through the proxy (real openai SDK, vLLM-like upstream)", () =
     } finally {
       await noIds.close();
     }
-    expect(rolloutId).toBeTruthy();
   });
 
   it("allocates one increasing sequence id per request, in arrival order per rollout", async () => {
     const { rolloutId, attemptId } = await h.newAttempt();
     const client = h.client(`${h.url}/rollout/${rolloutId}/attempt/${attemptId}/v1`);
-    for (let i = 0; i < 3; i++) await client.chat.completions.create({ model: "m", messages: [{ role: "user", content: `q${i}` }] });
+    for (let i = 0; i < 3; i++)
+      await client.chat.completions.create({ model: "m", messages: [{ role: "user", content: `q${i}` }] });
     const spans = await h.spans(rolloutId);
     expect(spans.map((s) => [s.sequence_id, s.attributes["gen_ai.prompt.0.content"]])).toEqual([
       [1, "q0"],

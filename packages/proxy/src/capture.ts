@@ -62,7 +62,7 @@ export function choiceLogprobs(choice: any): number[] | null {
     : Array.isArray(lp.token_logprobs)
       ? lp.token_logprobs
       : null;
-  if (!values || !values.every((x: unknown) => typeof x === "number" && Number.isFinite(x))) return null;
+  if (!values?.every((x: unknown) => typeof x === "number" && Number.isFinite(x))) return null;
   return values;
 }
 
@@ -144,7 +144,8 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
     const c0 = choices[0];
     if (promptIds) a.prompt_token_ids = promptIds;
     if (isIntArray(c0?.token_ids)) a.response_token_ids = c0.token_ids;
-    if (call.isChat && Array.isArray(c0?.logprobs?.content)) a["logprobs.content"] = JSON.stringify(c0.logprobs.content);
+    if (call.isChat && Array.isArray(c0?.logprobs?.content))
+      a["logprobs.content"] = JSON.stringify(c0.logprobs.content);
     const lp0 = choiceLogprobs(c0);
     if (lp0) a["agl.response_logprobs"] = lp0;
   }
@@ -154,7 +155,8 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
   if (call.sessionId) a["agl.proxy.session_id"] = call.sessionId;
   if (call.backend) a["agl.proxy.backend"] = call.backend;
   if (call.modelVersion !== null) a["agl.proxy.model_version"] = call.modelVersion;
-  if (call.clientModel !== undefined && call.clientModel !== req.model) setIfDefined(a, "agl.proxy.client_model", call.clientModel);
+  if (call.clientModel !== undefined && call.clientModel !== req.model)
+    setIfDefined(a, "agl.proxy.client_model", call.clientModel);
   if (call.httpStatus !== null) a["agl.proxy.http_status"] = call.httpStatus;
   const ok = call.error === null && call.httpStatus !== null && call.httpStatus < 400 && !call.partial;
   a["agl.proxy.status"] = ok ? "ok" : "error";

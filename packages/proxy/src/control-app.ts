@@ -35,10 +35,18 @@ const PauseBody = z
     drain_timeout_seconds: z.number().positive().optional(),
   })
   .strict();
-const ResumeBody = z.object({ model_version: z.union([z.string(), z.number()]).nullable().optional() }).strict();
-const SessionBody = z.object({ rollout_id: z.string().min(1).optional(), attempt_id: z.string().min(1).optional() }).strict();
+const ResumeBody = z
+  .object({ model_version: z.union([z.string(), z.number()]).nullable().optional() })
+  .strict();
+const SessionBody = z
+  .object({ rollout_id: z.string().min(1).optional(), attempt_id: z.string().min(1).optional() })
+  .strict();
 const TokenBody = z
-  .object({ rollout_id: z.string().min(1), attempt_id: z.string().min(1), ttl_seconds: z.number().positive().nullable().optional() })
+  .object({
+    rollout_id: z.string().min(1),
+    attempt_id: z.string().min(1),
+    ttl_seconds: z.number().positive().nullable().optional(),
+  })
   .strict();
 
 async function jsonBody<S extends z.ZodType>(
@@ -65,7 +73,10 @@ async function jsonBody<S extends z.ZodType>(
 /** Control, session and health routes (everything but the LLM calls, which take the fast path). */
 export function createControlApp(d: ControlDeps): Hono<Env> {
   const app = new Hono<Env>();
-  app.use("*", bodyLimit({ maxSize: d.maxBodyBytes, onError: (c) => c.json({ detail: "request body too large" }, 413) }));
+  app.use(
+    "*",
+    bodyLimit({ maxSize: d.maxBodyBytes, onError: (c) => c.json({ detail: "request body too large" }, 413) }),
+  );
 
   const health = (c: any) => {
     const backends = d.pool.backends.map((b) => b.state());
@@ -111,7 +122,8 @@ export function createControlApp(d: ControlDeps): Hono<Env> {
   /** Long-poll until nothing is in flight (or `timeout` seconds pass): `{drained, ...state}`. */
   app.post("/proxy/drain", async (c) => {
     const timeout = Number(c.req.query("timeout") ?? "30");
-    if (!Number.isFinite(timeout) || timeout < 0) return c.json({ detail: "timeout must be >= 0 seconds" }, 422);
+    if (!Number.isFinite(timeout) || timeout < 0)
+      return c.json({ detail: "timeout must be >= 0 seconds" }, 422);
     try {
       await d.gate.drain(timeout * 1000);
       return c.json({ drained: true, ...d.gate.state() });
@@ -132,7 +144,8 @@ export function createControlApp(d: ControlDeps): Hono<Env> {
   const sessionAccess = (c: any, sessionId: string, write: boolean): Response | null => {
     const p = d.auth.identify(c.env.incoming.headers);
     if (d.auth.isAdmin(c.env.incoming.headers)) return null;
-    if (write || p.kind !== "attempt") return c.json({ detail: "Invalid or missing API key" }, p.kind === "attempt" ? 403 : 401);
+    if (write || p.kind !== "attempt")
+      return c.json({ detail: "Invalid or missing API key" }, p.kind === "attempt" ? 403 : 401);
     const s = d.sessions.get(sessionId);
     if (s && (s.rollout_id !== p.rolloutId || s.attempt_id !== p.attemptId)) {
       return c.json({ detail: "this token is scoped to another rollout attempt" }, 403);
@@ -146,7 +159,12 @@ export function createControlApp(d: ControlDeps): Hono<Env> {
     const body = await jsonBody(c.req, SessionBody);
     if (!body.ok) return c.json({ detail: body.detail }, 422);
     const s = d.sessions.create(id, { rolloutId: body.value.rollout_id, attemptId: body.value.attempt_id });
-    return c.json({ session_id: s.session_id, status: "created", rollout_id: s.rollout_id, attempt_id: s.attempt_id });
+    return c.json({
+      session_id: s.session_id,
+      status: "created",
+      rollout_id: s.rollout_id,
+      attempt_id: s.attempt_id,
+    });
   });
   app.get("/sessions/:id", (c) => {
     const id = c.req.param("id");
@@ -160,7 +178,9 @@ export function createControlApp(d: ControlDeps): Hono<Env> {
     const denied = sessionAccess(c, id, false);
     if (denied) return denied;
     const s = d.sessions.complete(id);
-    return s ? c.json({ session_id: id, status: "completed" }) : c.json({ detail: `Session ${id} not found` }, 404);
+    return s
+      ? c.json({ session_id: id, status: "completed" })
+      : c.json({ detail: `Session ${id} not found` }, 404);
   });
   app.delete("/sessions/:id", (c) => {
     const id = c.req.param("id");

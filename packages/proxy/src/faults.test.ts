@@ -48,11 +48,17 @@ describe("faults", () => {
     try {
       const a = await h.newAttempt();
       const client = h.client(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1`);
-      await expect(client.chat.completions.create({ model: "m", messages })).rejects.toMatchObject({ status: 500 });
+      await expect(client.chat.completions.create({ model: "m", messages })).rejects.toMatchObject({
+        status: 500,
+      });
       expect(h.mocks[0]!.requests.length).toBe(3);
       const [span] = await h.spans(a.rolloutId);
       expect(span!.status.status_code).toBe("ERROR");
-      expect(span!.attributes).toMatchObject({ "agl.proxy.http_status": 500, "agl.proxy.status": "error", "agl.proxy.retry_count": 2 });
+      expect(span!.attributes).toMatchObject({
+        "agl.proxy.http_status": 500,
+        "agl.proxy.status": "error",
+        "agl.proxy.retry_count": 2,
+      });
     } finally {
       await h.close();
     }
@@ -64,7 +70,9 @@ describe("faults", () => {
       const a = await h.newAttempt();
       const t0 = Date.now();
       await expect(
-        h.client(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1`).chat.completions.create({ model: "m", messages }),
+        h
+          .client(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1`)
+          .chat.completions.create({ model: "m", messages }),
       ).rejects.toMatchObject({ status: 504 });
       expect(Date.now() - t0).toBeLessThan(2_000);
       const [span] = await h.spans(a.rolloutId);
@@ -95,7 +103,11 @@ describe("faults", () => {
       const received: number[] = [];
       await expect(
         (async () => {
-          for await (const chunk of await client.chat.completions.create({ model: "m", messages, stream: true })) {
+          for await (const chunk of await client.chat.completions.create({
+            model: "m",
+            messages,
+            stream: true,
+          })) {
             received.push(...((chunk.choices[0] as any)?.token_ids ?? []));
           }
         })(),
@@ -105,8 +117,14 @@ describe("faults", () => {
       // role chunk + 3 content chunks of 4 characters
       expect(span!.attributes.response_token_ids).toEqual(full.slice(0, 12));
       expect(received).toEqual(full.slice(0, 12));
-      expect(span!.attributes.prompt_token_ids).toEqual(mockEncode(JSON.stringify(JSON.parse(h.taps[0]!.exchanges[0]!.requestBody).messages)));
-      expect(span!.attributes).toMatchObject({ "agl.proxy.partial": true, "agl.proxy.status": "error", "agl.proxy.stream": true });
+      expect(span!.attributes.prompt_token_ids).toEqual(
+        mockEncode(JSON.stringify(JSON.parse(h.taps[0]!.exchanges[0]!.requestBody).messages)),
+      );
+      expect(span!.attributes).toMatchObject({
+        "agl.proxy.partial": true,
+        "agl.proxy.status": "error",
+        "agl.proxy.stream": true,
+      });
       expect(span!.status.status_code).toBe("ERROR");
     } finally {
       await h.close();
@@ -125,7 +143,10 @@ describe("faults", () => {
       }
       await sleep(150);
       const [span] = await h.spans(a.rolloutId);
-      expect(span!.attributes).toMatchObject({ "agl.proxy.partial": true, "agl.proxy.error": "client disconnected" });
+      expect(span!.attributes).toMatchObject({
+        "agl.proxy.partial": true,
+        "agl.proxy.error": "client disconnected",
+      });
       const ids = span!.attributes.response_token_ids as number[];
       expect(ids.length).toBeGreaterThan(0);
       expect(ids).toEqual(mockEncode(`Echo: ${messages[0]!.content}`).slice(0, ids.length));
@@ -148,17 +169,22 @@ describe("pause, drain, resume", () => {
       await sleep(80);
       expect(h.proxy.state().inflight).toBe(1);
       let drained = false;
-      const pausing = h.proxy.pause({ drain: true, retryAfterSeconds: 2, reason: "weight update" }).then((s) => {
-        drained = true;
-        return s;
-      });
+      const pausing = h.proxy
+        .pause({ drain: true, retryAfterSeconds: 2, reason: "weight update" })
+        .then((s) => {
+          drained = true;
+          return s;
+        });
       await sleep(20);
       expect(drained).toBe(false);
-      const rejected = await fetch(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1/chat/completions`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ model: "m", messages }),
-      });
+      const rejected = await fetch(
+        `${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1/chat/completions`,
+        {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: "m", messages }),
+        },
+      );
       expect(rejected.status).toBe(429);
       expect(rejected.headers.get("retry-after")).toBe("2");
       expect(rejected.headers.get("x-agl-paused")).toBe("true");
@@ -200,24 +226,43 @@ describe("pause, drain, resume", () => {
   });
 
   it("HTTP control routes: pause with drain, state, resume (admin token required)", async () => {
-    const h = await startHarness({ mocks: [{ delayMs: 200 }], proxy: { adminToken: "admin-secret-123", llmAuth: "none" } });
+    const h = await startHarness({
+      mocks: [{ delayMs: 200 }],
+      proxy: { adminToken: "admin-secret-123", llmAuth: "none" },
+    });
     try {
       const auth = { authorization: "Bearer admin-secret-123", "content-type": "application/json" };
       expect((await fetch(`${h.url}/proxy/state`)).status).toBe(401);
-      expect((await fetch(`${h.url}/proxy/pause`, { method: "POST", headers: { authorization: "Bearer nope" } })).status).toBe(401);
+      expect(
+        (await fetch(`${h.url}/proxy/pause`, { method: "POST", headers: { authorization: "Bearer nope" } }))
+          .status,
+      ).toBe(401);
       const a = await h.newAttempt();
-      const call = h.client(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1`).chat.completions.create({ model: "m", messages });
+      const call = h
+        .client(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1`)
+        .chat.completions.create({ model: "m", messages });
       await sleep(60);
       const paused = await fetch(`${h.url}/proxy/pause`, {
         method: "POST",
         headers: auth,
         body: JSON.stringify({ retry_after_seconds: 7, reason: "sync", drain: true }),
       });
-      expect(await paused.json()).toMatchObject({ paused: true, inflight: 0, retry_after_seconds: 7, reason: "sync" });
+      expect(await paused.json()).toMatchObject({
+        paused: true,
+        inflight: 0,
+        retry_after_seconds: 7,
+        reason: "sync",
+      });
       await call;
-      const bad = await fetch(`${h.url}/proxy/pause`, { method: "POST", headers: auth, body: JSON.stringify({ retry_after: 1 }) });
+      const bad = await fetch(`${h.url}/proxy/pause`, {
+        method: "POST",
+        headers: auth,
+        body: JSON.stringify({ retry_after: 1 }),
+      });
       expect(bad.status).toBe(422);
-      const state = await (await fetch(`${h.url}/proxy/state`, { headers: { "x-api-key": "admin-secret-123" } })).json();
+      const state = await (
+        await fetch(`${h.url}/proxy/state`, { headers: { "x-api-key": "admin-secret-123" } })
+      ).json();
       expect(state).toMatchObject({ paused: true });
       const resumed = await (await fetch(`${h.url}/proxy/resume`, { method: "POST", headers: auth })).json();
       expect(resumed).toMatchObject({ paused: false, reason: null });

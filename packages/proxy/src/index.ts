@@ -1,11 +1,17 @@
-export { LLMProxy } from "./proxy.js";
-export type { LLMProxyOptions, ProxyLogger, ResolvedProxyOptions, SpanSink } from "./options.js";
-export { LLMProxyOptionsSchema } from "./options.js";
 export type { BackendConfig, BackendState } from "./backends.js";
 export { rendezvousScore } from "./backends.js";
+export { buildCallSpan, type CallRecord, choiceLogprobs } from "./capture.js";
+export type { LLMProxyOptions, ProxyLogger, ResolvedProxyOptions, SpanSink } from "./options.js";
+export { LLMProxyOptionsSchema } from "./options.js";
 export { DrainTimeoutError, type PauseMode, type PauseOptions, type PauseState } from "./pause.js";
+export { LLMProxy } from "./proxy.js";
+export {
+  type AttributionStyle,
+  type LLMOperation,
+  type Mode,
+  matchLLMRoute,
+  type RouteMatch,
+} from "./routes.js";
 export { type AttemptClaims, ScopedTokenIssuer } from "./scoped-tokens.js";
 export type { SessionRecord, SessionTurn } from "./sessions.js";
-export { matchLLMRoute, type AttributionStyle, type LLMOperation, type Mode, type RouteMatch } from "./routes.js";
-export { buildCallSpan, type CallRecord, choiceLogprobs } from "./capture.js";
 export { StreamAssembler } from "./stream-assembler.js";

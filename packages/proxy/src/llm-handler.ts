@@ -1,11 +1,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { AuthError, type Authenticator } from "./auth.js";
 import type { BackendPool } from "./backends.js";
-import { type Authenticator, AuthError } from "./auth.js";
 import { buildCallSpan, type CallRecord } from "./capture.js";
-import type { ProxyLogger, ResolvedProxyOptions, SpanSink } from "./options.js";
+import type { ProxyLogger, ResolvedProxyOptions } from "./options.js";
 import type { PauseGate } from "./pause.js";
 import type { AttributionStyle, Mode, RouteMatch } from "./routes.js";
 import { type SessionRegistry, turnFromCall } from "./sessions.js";
+import type { SpanWriter } from "./span-writer.js";
 import { StreamAssembler } from "./stream-assembler.js";
 import {
   backoffMs,
@@ -27,13 +28,22 @@ interface Attribution {
 const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+) {
   if (res.headersSent) {
     res.end();
     return;
   }
   const text = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+    ...headers,
+  });
   res.end(text);
 }
 
@@ -49,7 +59,7 @@ export class LLMCallHandler {
 
   constructor(
     private readonly o: ResolvedProxyOptions,
-    private readonly store: SpanSink,
+    private readonly writer: SpanWriter,
     private readonly pool: BackendPool,
     private readonly gate: PauseGate,
     private readonly auth: Authenticator,
@@ -63,7 +73,8 @@ export class LLMCallHandler {
     try {
       attribution = this.attribute(req, match);
     } catch (error) {
-      if (error instanceof AuthError) return sendJson(res, error.status, openaiError(error.message, "authentication_error"));
+      if (error instanceof AuthError)
+        return sendJson(res, error.status, openaiError(error.message, "authentication_error"));
       throw error;
     }
     if (match.op === "models") {
@@ -72,7 +83,11 @@ export class LLMCallHandler {
     }
     if (req.method !== "POST") return sendJson(res, 405, openaiError("use POST", "invalid_request_error"));
     if (!attribution && this.o.unattributed === "reject") {
-      return sendJson(res, 400, openaiError("this call is not attributed to a rollout attempt", "invalid_request_error"));
+      return sendJson(
+        res,
+        400,
+        openaiError("this call is not attributed to a rollout attempt", "invalid_request_error"),
+      );
     }
 
     const raw = await this.readBody(req, res);
@@ -133,7 +148,15 @@ export class LLMCallHandler {
         }
       : null;
     try {
-      await this.forward(res, ranked, isChat ? "chat/completions" : "completions", payload, stream, isChat, record);
+      await this.forward(
+        res,
+        ranked,
+        isChat ? "chat/completions" : "completions",
+        payload,
+        stream,
+        isChat,
+        record,
+      );
     } finally {
       if (record && seq) this.capture(record, seq);
       this.gate.leave();
@@ -145,7 +168,13 @@ export class LLMCallHandler {
     const principal = this.auth.llmPrincipal(req.headers);
     let a: Attribution | null = null;
     if (match.rolloutId && match.attemptId) {
-      a = { rolloutId: match.rolloutId, attemptId: match.attemptId, style: match.style!, mode: match.mode ?? null, sessionId: null };
+      a = {
+        rolloutId: match.rolloutId,
+        attemptId: match.attemptId,
+        style: match.style!,
+        mode: match.mode ?? null,
+        sessionId: null,
+      };
     } else if (match.sessionId) {
       const s = this.sessions.get(match.sessionId);
       a = {
@@ -174,16 +203,31 @@ export class LLMCallHandler {
           sessionId: s ? trace : null,
         };
       } else if (principal.kind === "attempt") {
-        a = { rolloutId: principal.rolloutId, attemptId: principal.attemptId, style: "token", mode: null, sessionId: null };
+        a = {
+          rolloutId: principal.rolloutId,
+          attemptId: principal.attemptId,
+          style: "token",
+          mode: null,
+          sessionId: null,
+        };
       }
     }
-    if (principal.kind === "attempt" && a && (a.rolloutId !== principal.rolloutId || a.attemptId !== principal.attemptId)) {
+    if (
+      principal.kind === "attempt" &&
+      a &&
+      (a.rolloutId !== principal.rolloutId || a.attemptId !== principal.attemptId)
+    ) {
       throw new AuthError(403, "this token is scoped to another rollout attempt");
     }
     return a;
   }
 
-  private rewrite(body: Record<string, any>, isChat: boolean, mode: Mode | null, backendModel: string | null): void {
+  private rewrite(
+    body: Record<string, any>,
+    isChat: boolean,
+    mode: Mode | null,
+    backendModel: string | null,
+  ): void {
     const o = this.o;
     if (o.rewriteModel) {
       const target = backendModel ?? o.model;
@@ -241,7 +285,14 @@ export class LLMCallHandler {
       backend.inflight++;
       const last = attempt === tries - 1;
       try {
-        const call = callUpstream(backend, "POST", subpath, payload, o.timeoutMs, stream ? "text/event-stream" : "application/json");
+        const call = callUpstream(
+          backend,
+          "POST",
+          subpath,
+          payload,
+          o.timeoutMs,
+          stream ? "text/event-stream" : "application/json",
+        );
         current = call;
         const { status, headers } = await call.started;
         if (isRetryableStatus(status) && !last) {
@@ -299,7 +350,8 @@ export class LLMCallHandler {
         current = null;
       }
     }
-    if (record && clientGone) Object.assign(record, { endMs: now(), partial: true, error: "client disconnected" });
+    if (record && clientGone)
+      Object.assign(record, { endMs: now(), partial: true, error: "client disconnected" });
   }
 
   /** Relay bytes as they arrive (no re-serialisation) while a parser rebuilds the response on the side. */
@@ -339,7 +391,8 @@ export class LLMCallHandler {
           const incomplete = !assembler.done;
           record.partial = clientGone || incomplete;
           if (clientGone) record.error = "client disconnected";
-          else if (assembler.upstreamError) record.error = `upstream stream error: ${JSON.stringify(assembler.upstreamError)}`;
+          else if (assembler.upstreamError)
+            record.error = `upstream stream error: ${JSON.stringify(assembler.upstreamError)}`;
           else if (error) record.error = error;
           else if (incomplete) record.error = "stream ended without [DONE]";
         }
@@ -359,19 +412,17 @@ export class LLMCallHandler {
         },
         onEnd: () => finish(null),
         onError: (e) =>
-          finish(isTimeoutError(e) ? `upstream stream stalled for ${this.o.timeoutMs} ms` : `upstream connection lost mid-stream: ${e.message}`),
+          finish(
+            isTimeoutError(e)
+              ? `upstream stream stalled for ${this.o.timeoutMs} ms`
+              : `upstream connection lost mid-stream: ${e.message}`,
+          ),
       });
     });
   }
 
   private allocateSequenceId(a: Attribution): Promise<number | null> {
-    return this.store.getNextSpanSequenceId(a.rolloutId, a.attemptId).then(
-      (x) => x,
-      (error) => {
-        this.log.error(`sequence id for ${a.rolloutId}/${a.attemptId} failed: ${(error as Error).message}`);
-        return null;
-      },
-    );
+    return this.writer.nextSequenceId(a.rolloutId, a.attemptId);
   }
 
   /** Build and write the span after the client has its answer; failures are logged, never surfaced. */
@@ -380,7 +431,10 @@ export class LLMCallHandler {
     this.pendingWrites.add(write);
   }
 
-  private async writeSpan(record: Omit<CallRecord, "sequenceId">, seq: Promise<number | null>): Promise<void> {
+  private async writeSpan(
+    record: Omit<CallRecord, "sequenceId">,
+    seq: Promise<number | null>,
+  ): Promise<void> {
     try {
       const sequenceId = await seq;
       if (sequenceId === null) return;
@@ -394,14 +448,16 @@ export class LLMCallHandler {
       if (record.sessionId && record.isChat && record.response) {
         this.sessions.resolve(record.sessionId).turns.push(turnFromCall(record.request, record.response));
       }
-      await this.store.addSpan(span);
+      await this.writer.write(span);
     } catch (error) {
       this.log.error(`recording a span for ${record.rolloutId} failed: ${(error as Error).message}`);
     }
   }
 
   private async models(res: ServerResponse): Promise<void> {
-    const names = [...new Set([this.o.model, ...this.pool.backends.map((b) => b.model)].filter((x): x is string => !!x))];
+    const names = [
+      ...new Set([this.o.model, ...this.pool.backends.map((b) => b.model)].filter((x): x is string => !!x)),
+    ];
     if (names.length) {
       return sendJson(res, 200, {
         object: "list",
@@ -413,7 +469,10 @@ export class LLMCallHandler {
       const call = callUpstream(backend, "GET", "models", null, this.o.timeoutMs, "application/json");
       const { status, headers } = await call.started;
       const body = await collectBody(call);
-      res.writeHead(status, { "content-type": header(headers["content-type"]) ?? "application/json", "content-length": body.length });
+      res.writeHead(status, {
+        "content-type": header(headers["content-type"]) ?? "application/json",
+        "content-length": body.length,
+      });
       res.end(body);
     } catch (error) {
       sendJson(res, 502, openaiError(`upstream failed: ${(error as Error).message}`, "upstream_error"));
@@ -424,7 +483,9 @@ export class LLMCallHandler {
     const limit = this.o.maxBodyBytes;
     const declared = Number(req.headers["content-length"] ?? 0);
     if (declared > limit) {
-      sendJson(res, 413, openaiError(`request body over ${limit} bytes`, "invalid_request_error"), { connection: "close" });
+      sendJson(res, 413, openaiError(`request body over ${limit} bytes`, "invalid_request_error"), {
+        connection: "close",
+      });
       req.resume();
       return Promise.resolve(null);
     }
@@ -434,14 +495,18 @@ export class LLMCallHandler {
       req.on("data", (c: Buffer) => {
         size += c.length;
         if (size > limit) {
-          sendJson(res, 413, openaiError(`request body over ${limit} bytes`, "invalid_request_error"), { connection: "close" });
+          sendJson(res, 413, openaiError(`request body over ${limit} bytes`, "invalid_request_error"), {
+            connection: "close",
+          });
           req.destroy();
           resolve(null);
           return;
         }
         chunks.push(c);
       });
-      req.once("end", () => resolve(size > limit ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
+      req.once("end", () =>
+        resolve(size > limit ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)),
+      );
       req.once("error", () => resolve(null));
     });
   }

@@ -1,8 +1,9 @@
-import { parseOrThrow, type LightningStore } from "@agl/core";
+import { type LightningStore, parseOrThrow } from "@agl/core";
 import { z } from "zod";
 
-/** The part of a LightningStore the proxy writes to. Any full store satisfies it. */
-export type SpanSink = Pick<LightningStore, "addSpan" | "getNextSpanSequenceId">;
+/** The part of a LightningStore the proxy writes to (the batch methods are used when present). Any store satisfies it. */
+export type SpanSink = Pick<LightningStore, "addSpan" | "getNextSpanSequenceId"> &
+  Partial<Pick<LightningStore, "addManySpans" | "getManySpanSequenceIds">>;
 
 export interface ProxyLogger {
   warn(message: string): void;
@@ -53,7 +54,10 @@ export const LLMProxyOptionsSchema = z.object({
   includeUsageInStreams: z.boolean().default(true),
   /** Rewrites for the v1.0 path's `mode/{train|val}` (Agent Lightning v1.0 defaults). */
   modes: z
-    .object({ train: ModeSchema.default({ temperature: 1, logprobs: true }), val: ModeSchema.default({ temperature: 0.7, logprobs: false }) })
+    .object({
+      train: ModeSchema.default({ temperature: 1, logprobs: true }),
+      val: ModeSchema.default({ temperature: 0.7, logprobs: false }),
+    })
     .default({ train: { temperature: 1, logprobs: true }, val: { temperature: 0.7, logprobs: false } }),
   /** Header carrying a rollout-wide trace id (verl recipe 003). */
   traceHeader: z.string().min(1).default("trace_id"),
@@ -66,11 +70,16 @@ export const LLMProxyOptionsSchema = z.object({
   /** Per upstream attempt: no byte from the upstream for this long fails the attempt. */
   timeoutMs: z.number().int().positive().default(300_000),
   /** Body size limit for incoming requests. */
-  maxBodyBytes: z.number().int().positive().default(16 * 1024 * 1024),
+  maxBodyBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(16 * 1024 * 1024),
   pauseMode: z.enum(["reject", "hold"]).default("reject"),
   retryAfterSeconds: z.number().min(0).default(5),
   maxHoldMs: z.number().int().positive().default(600_000),
-  captureBodies: z.boolean().default(true),
+  /** Also record the raw request/response bodies (roughly doubles a span's size and the store's cost). */
+  captureBodies: z.boolean().default(false),
   maxBodyChars: z.number().int().positive().default(1_000_000),
   healthCheckIntervalMs: z.number().int().min(0).default(5_000),
   healthCheckTimeoutMs: z.number().int().positive().default(2_000),

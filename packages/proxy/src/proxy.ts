@@ -6,10 +6,16 @@ import { Authenticator } from "./auth.js";
 import { BackendPool, type BackendState } from "./backends.js";
 import { createControlApp } from "./control-app.js";
 import { LLMCallHandler, sendJson } from "./llm-handler.js";
-import { type LLMProxyOptions, type ProxyLogger, type ResolvedProxyOptions, resolveOptions } from "./options.js";
-import { type PauseOptions, PauseGate, type PauseState } from "./pause.js";
+import {
+  type LLMProxyOptions,
+  type ProxyLogger,
+  type ResolvedProxyOptions,
+  resolveOptions,
+} from "./options.js";
+import { PauseGate, type PauseOptions, type PauseState } from "./pause.js";
 import { matchLLMRoute } from "./routes.js";
 import { type SessionRecord, SessionRegistry } from "./sessions.js";
+import { SpanWriter } from "./span-writer.js";
 
 const consoleLogger: ProxyLogger = {
   warn: (m) => console.warn(`[agl-proxy] ${m}`),
@@ -44,7 +50,7 @@ export class LLMProxy {
     });
     this.gate = new PauseGate({ mode: o.pauseMode, maxHoldMs: o.maxHoldMs, modelVersion: o.modelVersion });
     this.auth = new Authenticator(o.adminToken, o.llmAuth, o.tokenSecret);
-    this.handler = new LLMCallHandler(o, o.store, this.pool, this.gate, this.auth, this.sessions, this.log);
+    this.handler = new LLMCallHandler(o, new SpanWriter(o.store, this.log), this.pool, this.gate, this.auth, this.sessions, this.log);
     if (o.modes.train.temperature !== null && o.modes.train.temperature !== 1 && o.modes.train.logprobs) {
       this.log.warn(`train temperature is ${o.modes.train.temperature} ≠ 1 while raw logprobs are recorded`);
     }
@@ -77,7 +83,8 @@ export class LLMProxy {
       }
       this.handler.handle(req, res, match).catch((error) => {
         this.log.error(`request failed: ${(error as Error).stack ?? error}`);
-        if (!res.headersSent) sendJson(res, 500, { error: { message: "internal proxy error", type: "server_error" } });
+        if (!res.headersSent)
+          sendJson(res, 500, { error: { message: "internal proxy error", type: "server_error" } });
         else res.destroy();
       });
     });
@@ -158,7 +165,11 @@ export class LLMProxy {
   }
 
   /** A token that only allows this attempt's LLM calls (and reading its own session). */
-  mintAttemptToken(rolloutId: string, attemptId: string, options: { ttlSeconds?: number | null } = {}): string {
+  mintAttemptToken(
+    rolloutId: string,
+    attemptId: string,
+    options: { ttlSeconds?: number | null } = {},
+  ): string {
     return this.auth.tokens.mint(rolloutId, attemptId, options);
   }
 
@@ -166,9 +177,12 @@ export class LLMProxy {
    * The `proxy_llm` resource to publish. The runner's per-attempt resolution (`resolveForAttempt` in
    * @agl/core) turns it into `{url}/rollout/{rid}/attempt/{aid}/v1`.
    */
-  asResource(options: { model?: string; samplingParameters?: Record<string, unknown>; apiKey?: string | null } = {}): ProxyLLM {
+  asResource(
+    options: { model?: string; samplingParameters?: Record<string, unknown>; apiKey?: string | null } = {},
+  ): ProxyLLM {
     const model = options.model ?? this.options.model ?? this.pool.backends[0]!.model;
-    if (!model) throw new Error("asResource needs a model name (pass { model } or configure the proxy's model)");
+    if (!model)
+      throw new Error("asResource needs a model name (pass { model } or configure the proxy's model)");
     const temperature = options.samplingParameters?.temperature;
     if (typeof temperature === "number" && temperature !== 1 && this.options.logprobs) {
       this.log.warn(`resource temperature ${temperature} ≠ 1 while raw logprobs are recorded`);
@@ -182,7 +196,12 @@ export class LLMProxy {
   }
 
   /** The LLM one attempt uses, with a token scoped to it (what to hand an agent when tokens are required). */
-  resolveForAttempt(resource: ProxyLLM, rolloutId: string, attemptId: string, options: { ttlSeconds?: number | null } = {}): LLM {
+  resolveForAttempt(
+    resource: ProxyLLM,
+    rolloutId: string,
+    attemptId: string,
+    options: { ttlSeconds?: number | null } = {},
+  ): LLM {
     return {
       resource_type: "llm",
       endpoint: proxyLLMBaseUrl(resource, rolloutId, attemptId),

@@ -8,8 +8,14 @@ describe("matchLLMRoute", () => {
     ["/v1/completions", { op: "completions" }],
     ["/v1/models", { op: "models" }],
     ["/chat/completions", { op: "chat" }],
-    ["/rollout/ro-1/attempt/at-2/v1/chat/completions", { op: "chat", rolloutId: "ro-1", attemptId: "at-2", style: "path" }],
-    ["/rollout/ro-1/attempt/at-2/completions?x=1", { op: "completions", rolloutId: "ro-1", attemptId: "at-2", style: "path" }],
+    [
+      "/rollout/ro-1/attempt/at-2/v1/chat/completions",
+      { op: "chat", rolloutId: "ro-1", attemptId: "at-2", style: "path" },
+    ],
+    [
+      "/rollout/ro-1/attempt/at-2/completions?x=1",
+      { op: "completions", rolloutId: "ro-1", attemptId: "at-2", style: "path" },
+    ],
     ["/rollout/r%2F1/attempt/a/v1/models", { op: "models", rolloutId: "r/1", attemptId: "a", style: "path" }],
     [
       "/proxy/rollout/r/attempt/0/mode/val/openai/v1/chat/completions",
@@ -70,7 +76,10 @@ describe("rendezvous routing", () => {
   });
 
   it("ranks ejected backends last and keeps a rollout's choice stable", () => {
-    const pool = new BackendPool(urls.slice(0, 3).map((url) => ({ url })), { allowedFailures: 1, cooldownMs: 60_000 });
+    const pool = new BackendPool(
+      urls.slice(0, 3).map((url) => ({ url })),
+      { allowedFailures: 1, cooldownMs: 60_000 },
+    );
     const first = pool.rank("ro-42")[0]!;
     expect(pool.rank("ro-42")[0]).toBe(first);
     pool.recordFailure(first, "HTTP 500");

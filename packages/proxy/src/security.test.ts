@@ -26,7 +26,11 @@ describe("per-attempt scoped tokens and the admin token", () => {
     });
 
   it("lets a token make its own attempt's calls, by path, by header, or by the token alone", async () => {
-    const llm = h.proxy.resolveForAttempt(h.proxy.asResource({ model: "policy" }), mine.rolloutId, mine.attemptId);
+    const llm = h.proxy.resolveForAttempt(
+      h.proxy.asResource({ model: "policy" }),
+      mine.rolloutId,
+      mine.attemptId,
+    );
     expect(llm.endpoint).toBe(`${h.url}/rollout/${mine.rolloutId}/attempt/${mine.attemptId}/v1`);
     await h.client(llm.endpoint, { apiKey: llm.api_key! }).chat.completions.create({ model: "m", messages });
     await h.client(`${h.url}/v1`, { apiKey: token }).chat.completions.create({ model: "m", messages });
@@ -45,8 +49,15 @@ describe("per-attempt scoped tokens and the admin token", () => {
     const attempts = [
       post(`/rollout/${other.rolloutId}/attempt/${other.attemptId}/v1/chat/completions`, auth),
       post(`/rollout/${mine.rolloutId}/attempt/${other.attemptId}/v1/chat/completions`, auth),
-      post(`/proxy/rollout/${other.rolloutId}/attempt/${other.attemptId}/mode/train/openai/v1/chat/completions`, auth),
-      post("/v1/chat/completions", { ...auth, "x-rollout-id": other.rolloutId, "x-attempt-id": other.attemptId }),
+      post(
+        `/proxy/rollout/${other.rolloutId}/attempt/${other.attemptId}/mode/train/openai/v1/chat/completions`,
+        auth,
+      ),
+      post("/v1/chat/completions", {
+        ...auth,
+        "x-rollout-id": other.rolloutId,
+        "x-attempt-id": other.attemptId,
+      }),
       post("/v1/chat/completions", { ...auth, trace_id: other.rolloutId }),
     ];
     for (const res of await Promise.all(attempts)) expect(res.status).toBe(403);
@@ -62,10 +73,15 @@ describe("per-attempt scoped tokens and the admin token", () => {
     expect((await fetch(`${h.url}/sessions/my-session`, { headers: auth })).status).toBe(200);
     expect((await fetch(`${h.url}/sessions/other-session`, { headers: auth })).status).toBe(403);
     expect((await post("/sessions/other-session/complete", auth, {})).status).toBe(403);
-    expect((await fetch(`${h.url}/sessions/other-session`, { method: "DELETE", headers: auth })).status).toBe(403);
+    expect((await fetch(`${h.url}/sessions/other-session`, { method: "DELETE", headers: auth })).status).toBe(
+      403,
+    );
     expect((await post("/sessions/new-one", auth, {})).status).toBe(403);
     expect((await post("/proxy/pause", auth, {})).status).toBe(401);
-    expect((await post("/proxy/tokens", auth, { rollout_id: other.rolloutId, attempt_id: other.attemptId })).status).toBe(401);
+    expect(
+      (await post("/proxy/tokens", auth, { rollout_id: other.rolloutId, attempt_id: other.attemptId }))
+        .status,
+    ).toBe(401);
     expect(h.proxy.state().paused).toBe(false);
   });
 
@@ -75,22 +91,34 @@ describe("per-attempt scoped tokens and the admin token", () => {
     const forged = new ScopedTokenIssuer("another-secret-of-16+").mint(mine.rolloutId, mine.attemptId);
     expect((await post(path, { authorization: `Bearer ${forged}` })).status).toBe(401);
     const [p, payload, sig] = token.split(".");
-    const swapped = Buffer.from(JSON.stringify({ r: other.rolloutId, a: other.attemptId, e: null })).toString("base64url");
+    const swapped = Buffer.from(JSON.stringify({ r: other.rolloutId, a: other.attemptId, e: null })).toString(
+      "base64url",
+    );
     expect((await post(path, { authorization: `Bearer ${p}.${swapped}.${sig}` })).status).toBe(401);
     expect(payload).toBeTruthy();
     const expired = h.proxy.mintAttemptToken(mine.rolloutId, mine.attemptId, { ttlSeconds: -1 });
     expect((await post(path, { authorization: `Bearer ${expired}` })).status).toBe(401);
     expect((await post(path, { authorization: `Bearer ${ADMIN}` })).status).toBe(200);
-    const minted = await post("/proxy/tokens", { authorization: `Bearer ${ADMIN}` }, { rollout_id: other.rolloutId, attempt_id: other.attemptId });
+    const minted = await post(
+      "/proxy/tokens",
+      { authorization: `Bearer ${ADMIN}` },
+      { rollout_id: other.rolloutId, attempt_id: other.attemptId },
+    );
     expect(minted.status).toBe(201);
     const { token: otherToken } = await minted.json();
-    const ok = await post(`/rollout/${other.rolloutId}/attempt/${other.attemptId}/v1/chat/completions`, { "x-api-key": otherToken });
+    const ok = await post(`/rollout/${other.rolloutId}/attempt/${other.attemptId}/v1/chat/completions`, {
+      "x-api-key": otherToken,
+    });
     expect(ok.status).toBe(200);
   });
 
   it("enforces the body size limit on LLM and control routes", async () => {
     const big = { model: "m", messages: [{ role: "user", content: "x".repeat(5000) }] };
-    const res = await post(`/rollout/${mine.rolloutId}/attempt/${mine.attemptId}/v1/chat/completions`, { "x-api-key": ADMIN }, big);
+    const res = await post(
+      `/rollout/${mine.rolloutId}/attempt/${mine.attemptId}/v1/chat/completions`,
+      { "x-api-key": ADMIN },
+      big,
+    );
     expect(res.status).toBe(413);
     const ctl = await post("/sessions/s-big", { "x-api-key": ADMIN }, { rollout_id: "x".repeat(5000) });
     expect(ctl.status).toBe(413);

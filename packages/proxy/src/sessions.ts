@@ -73,7 +73,10 @@ export class SessionRegistry {
 }
 
 /** A turn from a finished chat call (choice 0, as verl records). */
-export function turnFromCall(request: Record<string, any>, response: Record<string, any> | null): SessionTurn {
+export function turnFromCall(
+  request: Record<string, any>,
+  response: Record<string, any> | null,
+): SessionTurn {
   const c0 = Array.isArray(response?.choices) ? response!.choices[0] : undefined;
   const message = c0?.message ?? {};
   const lp = Array.isArray(c0?.logprobs?.content)
@@ -83,7 +86,8 @@ export function turnFromCall(request: Record<string, any>, response: Record<stri
       : [];
   const turn: SessionTurn = {
     request_messages: Array.isArray(request.messages) ? request.messages : [],
-    completion_text: typeof message.content === "string" ? message.content : typeof c0?.text === "string" ? c0.text : "",
+    completion_text:
+      typeof message.content === "string" ? message.content : typeof c0?.text === "string" ? c0.text : "",
     completion_token_ids: Array.isArray(c0?.token_ids) ? c0.token_ids : [],
     completion_logprobs: lp,
     finish_reason: c0?.finish_reason ?? null,

@@ -11,7 +11,12 @@ interface ChoiceAcc {
   tokenIds: number[] | null;
   promptTokenIds: number[] | null;
   logprobContent: unknown[] | null;
-  completionLogprobs: { tokens: unknown[]; token_logprobs: unknown[]; top_logprobs: unknown[]; text_offset: unknown[] } | null;
+  completionLogprobs: {
+    tokens: unknown[];
+    token_logprobs: unknown[];
+    top_logprobs: unknown[];
+    text_offset: unknown[];
+  } | null;
   stopReason: unknown;
 }
 
@@ -25,7 +30,8 @@ export class StreamAssembler {
   private readonly parser: EventSourceParser;
   private readonly decoder = new TextDecoder();
   private readonly choices = new Map<number, ChoiceAcc>();
-  private head: { id?: unknown; created?: unknown; model?: unknown; system_fingerprint?: unknown } | null = null;
+  private head: { id?: unknown; created?: unknown; model?: unknown; system_fingerprint?: unknown } | null =
+    null;
   private promptTokenIds: number[] | null = null;
   private usage: unknown = null;
   /** Chunks received, `[DONE]` seen, and any `error` event relayed from upstream. */
@@ -64,7 +70,12 @@ export class StreamAssembler {
       return;
     }
     if (this.head === null) {
-      this.head = { id: chunk.id, created: chunk.created, model: chunk.model, system_fingerprint: chunk.system_fingerprint };
+      this.head = {
+        id: chunk.id,
+        created: chunk.created,
+        model: chunk.model,
+        system_fingerprint: chunk.system_fingerprint,
+      };
     }
     if (Array.isArray(chunk.prompt_token_ids) && this.promptTokenIds === null) {
       this.promptTokenIds = chunk.prompt_token_ids;
@@ -125,7 +136,12 @@ export class StreamAssembler {
     } else {
       if (typeof c.text === "string") a.text += c.text;
       if (lp && typeof lp === "object") {
-        const acc = (a.completionLogprobs ??= { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] });
+        const acc = (a.completionLogprobs ??= {
+          tokens: [],
+          token_logprobs: [],
+          top_logprobs: [],
+          text_offset: [],
+        });
         for (const key of ["tokens", "token_logprobs", "top_logprobs", "text_offset"] as const) {
           if (Array.isArray(lp[key])) acc[key].push(...lp[key]);
         }

@@ -17,7 +17,8 @@ import { startStoreServer } from "./server/server.js";
 function intInRange(min: number, max: number) {
   return (value: string): number => {
     const n = Number(value);
-    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`must be an integer in [${min}, ${max}]`);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new InvalidArgumentError(`must be an integer in [${min}, ${max}]`);
     return n;
   };
 }
@@ -31,13 +32,22 @@ function positiveNumber(value: string): number {
 const program = new Command()
   .name("agl-store")
   .description("Serve an Agent Lightning store over HTTP")
-  .option("--db <uri>", "sqlite:<path> | postgres://... | memory (a bare path means SQLite)", "sqlite:./agl.db")
+  .option(
+    "--db <uri>",
+    "sqlite:<path> | postgres://... | memory (a bare path means SQLite)",
+    "sqlite:./agl.db",
+  )
   .option("--host <host>", "interface to listen on", "127.0.0.1")
   .option("--port <port>", "port (0 picks a free one)", intInRange(0, 65535), 4747)
   .option("--token <token>", "require this bearer token (default: $AGL_STORE_TOKEN; none = open)")
   .option("--body-limit-mb <mb>", "largest request body", positiveNumber, 32)
   .option("--request-timeout-ms <ms>", "per-request deadline", positiveNumber, 60_000)
-  .option("--max-wait-seconds <s>", "longest server-side wait of POST /v1/agl/waits/rollouts", positiveNumber, 20)
+  .option(
+    "--max-wait-seconds <s>",
+    "longest server-side wait of POST /v1/agl/waits/rollouts",
+    positiveNumber,
+    20,
+  )
   .option("--quiet", "no request logs")
   .action(async (opts) => {
     const logger = opts.quiet ? silentServerLogger : jsonLinesLogger();
@@ -55,7 +65,9 @@ const program = new Command()
     });
     if (opts.quiet) {
       // Keep the startup line even when quiet: scripts read the URL from it.
-      process.stderr.write(`${JSON.stringify({ level: "info", msg: "store server listening", url: server.url })}\n`);
+      process.stderr.write(
+        `${JSON.stringify({ level: "info", msg: "store server listening", url: server.url })}\n`,
+      );
     }
     let stopping = false;
     const stop = (signal: NodeJS.Signals) => {

@@ -19,8 +19,13 @@ export type StoreKind = "memory" | "sqlite" | "postgres";
 /** Which backend a URI names and its location (a file path or the connection URL). */
 export function parseStoreUri(uri: string): { kind: StoreKind; location: string } {
   const value = uri.trim();
-  if (value === "") throw new InvalidArgumentError("db", "a store URI is required (memory:, sqlite:PATH, PATH or postgres://...)");
-  if (value === "memory" || value === "memory:" || value === "memory://") return { kind: "memory", location: "" };
+  if (value === "")
+    throw new InvalidArgumentError(
+      "db",
+      "a store URI is required (memory:, sqlite:PATH, PATH or postgres://...)",
+    );
+  if (value === "memory" || value === "memory:" || value === "memory://")
+    return { kind: "memory", location: "" };
   if (/^postgres(ql)?:\/\//i.test(value)) return { kind: "postgres", location: value };
   const sqlite = /^(sqlite|file):(.*)$/i.exec(value);
   if (sqlite) {
@@ -31,7 +36,10 @@ export function parseStoreUri(uri: string): { kind: StoreKind; location: string 
     return { kind: "sqlite", location: path };
   }
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
-    throw new InvalidArgumentError("db", `unsupported store URI scheme in ${JSON.stringify(uri)}; use memory:, sqlite:PATH or postgres://`);
+    throw new InvalidArgumentError(
+      "db",
+      `unsupported store URI scheme in ${JSON.stringify(uri)}; use memory:, sqlite:PATH or postgres://`,
+    );
   }
   return { kind: "sqlite", location: value };
 }

@@ -2,12 +2,13 @@
  * @agl/trainer-gpu: a TensorFlow.js policy (model, tokenizer, chat template, generation with dynamic
  * batching), its OpenAI-compatible server, supervised fine-tuning, and the PPO/GRPO trainer.
  */
-export * from "./backend/index.js";
-export * from "./model/index.js";
-export * from "./tokenizer/index.js";
-export * from "./generate/index.js";
-export * from "./sft/index.js";
-export * from "./server/index.js";
-export * from "./ppo/index.js";
+
 /** The tfjs instance this package uses (share it to avoid two tfjs copies with separate engines). */
 export * as tf from "@tensorflow/tfjs";
+export * from "./backend/index.js";
+export * from "./generate/index.js";
+export * from "./model/index.js";
+export * from "./ppo/index.js";
+export * from "./server/index.js";
+export * from "./sft/index.js";
+export * from "./tokenizer/index.js";

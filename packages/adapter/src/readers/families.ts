@@ -46,11 +46,19 @@ const TOKEN_KEYS = [
   "functions",
 ];
 
-function genAiMeta(a: Attributes) {
+/** `gen_ai.request` / `gen_ai.response` groups minus messages, choices and token keys (metadata). */
+function genAiMeta(a: Attributes, request = unflattenPrefix(a, "gen_ai.request")) {
   return {
-    request: groupWithout(a, "gen_ai.request", TOKEN_KEYS),
-    response: groupWithout(a, "gen_ai.response", TOKEN_KEYS),
+    request: withoutTokenKeys(request),
+    response: withoutTokenKeys(unflattenPrefix(a, "gen_ai.response")),
   };
+}
+
+function withoutTokenKeys(group: unknown): Record<string, unknown> {
+  if (typeof group !== "object" || group === null || Array.isArray(group)) return {};
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(group)) if (!TOKEN_KEYS.includes(k)) out[k] = v;
+  return out;
 }
 
 function usageOf(a: Attributes, inKeys: string[], outKeys: string[]) {
@@ -87,22 +95,20 @@ export function readGenAiOld(a: Attributes): FamilyRead | null {
     return fromOpenAIMessage({ ...m, content, tool_calls: toolCalls.length ? toolCalls : undefined });
   };
   const completions = asList(rawCompletion);
+  const request = unflattenPrefix(a, "gen_ai.request") as Record<string, unknown> | undefined;
   return {
     family: "genai-old",
     input: asList(rawPrompt).map(toMessage),
     output: completions.map((m: any) => toMessage({ role: "assistant", ...m })),
     tools: fromOpenAITools(
-      maybeJson(a["gen_ai.request.tools"]) ??
-        unflattenPrefix(a, "gen_ai.request.tools") ??
-        unflattenPrefix(a, "gen_ai.request.functions") ??
-        unflattenPrefix(a, "llm.request.functions"),
+      maybeJson(request?.tools) ?? request?.functions ?? unflattenPrefix(a, "llm.request.functions"),
     ),
     model: firstString(a, "gen_ai.response.model", "gen_ai.request.model"),
     provider: firstString(a, "gen_ai.provider.name", "gen_ai.system"),
     responseId: firstString(a, "gen_ai.response.id"),
     usage: usageOf(a, GENAI_USAGE_IN, GENAI_USAGE_OUT),
     finishReason: normalizeFinishReason((completions[0] as any)?.finish_reason),
-    ...genAiMeta(a),
+    ...genAiMeta(a, request),
     rawPrompt,
     rawCompletion,
   };

@@ -3,7 +3,13 @@
  * errors); 404/409/400/422 answers are ALSO the matching core error, so `NotFoundError.isInstance(e)`
  * works the same against a remote store as against an in-process one.
  */
-import { AglError, IllegalTransitionError, InvalidArgumentError, NotFoundError, type EntityKind } from "@agl/core";
+import {
+  AglError,
+  type EntityKind,
+  IllegalTransitionError,
+  InvalidArgumentError,
+  NotFoundError,
+} from "@agl/core";
 
 const HTTP_MARKER = Symbol.for("agl.error.HttpError");
 
@@ -142,7 +148,10 @@ export function errorFromResponse(info: ServerErrorInfo, body: unknown): Error {
 }
 
 /** Pull `{detail, error_type, field}` out of a FastAPI-style or agl error body. */
-export function describeErrorBody(body: unknown, fallback: string): Pick<ServerErrorInfo, "detail" | "errorType" | "field"> {
+export function describeErrorBody(
+  body: unknown,
+  fallback: string,
+): Pick<ServerErrorInfo, "detail" | "errorType" | "field"> {
   if (typeof body !== "object" || body === null) {
     return { detail: typeof body === "string" && body ? body : fallback, errorType: null, field: null };
   }

@@ -33,7 +33,15 @@ const json =
     res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
   };
 
-const stats = { name: "x", total_rollouts: 0, total_attempts: 0, total_spans: 0, total_resources: 0, total_workers: 0, uptime: 1 };
+const stats = {
+  name: "x",
+  total_rollouts: 0,
+  total_attempts: 0,
+  total_spans: 0,
+  total_resources: 0,
+  total_workers: 0,
+  uptime: 1,
+};
 const healthy = json(200, { status: "ok" });
 const client = (url: string) =>
   new LightningStoreClient({ url, retryDelaysMs: [10, 20, 30], healthRetryDelaysMs: [5, 5] });
@@ -73,7 +81,9 @@ describe("LightningStoreClient retries", () => {
       "GET /v1/agl/health": [healthy],
     });
     closeServer = s.close;
-    const error = await client(s.url).statistics().catch((e) => e);
+    const error = await client(s.url)
+      .statistics()
+      .catch((e) => e);
     expect(error).toBeInstanceOf(HttpServerError);
     expect(HttpError.isInstance(error)).toBe(true);
     expect(error).toMatchObject({ status: 500, detail: "Internal server error", errorType: "ValueError" });
@@ -86,7 +96,9 @@ describe("LightningStoreClient retries", () => {
       "GET /v1/agl/health": [json(503, { detail: "down" })],
     });
     closeServer = s.close;
-    const error = await client(s.url).statistics().catch((e) => e);
+    const error = await client(s.url)
+      .statistics()
+      .catch((e) => e);
     expect(error).toBeInstanceOf(HttpServerError);
     expect(error.status).toBe(502);
     expect(s.hits.filter((h) => h.includes("statistics"))).toHaveLength(1);
@@ -95,7 +107,9 @@ describe("LightningStoreClient retries", () => {
 
   it("never retries other 4xx and maps store errors to the core classes", async () => {
     const s = await fakeServer({
-      "POST /v1/agl/rollouts/ro-x": [json(404, { detail: "Rollout ro-x not found", error_type: "NotFoundError", field: "rollout_id" })],
+      "POST /v1/agl/rollouts/ro-x": [
+        json(404, { detail: "Rollout ro-x not found", error_type: "NotFoundError", field: "rollout_id" }),
+      ],
       "POST /v1/agl/rollouts/ro-y": [
         json(409, {
           detail: "Illegal rollout status transition for ro-y: succeeded -> running",
@@ -103,8 +117,12 @@ describe("LightningStoreClient retries", () => {
           field: "status",
         }),
       ],
-      "POST /v1/agl/rollouts/ro-z": [json(422, { detail: "Invalid mode: bad", error_type: "ValidationError", field: "mode" })],
-      "POST /v1/agl/rollouts/ro-w": [json(401, { detail: "Missing bearer token", error_type: "Unauthorized" })],
+      "POST /v1/agl/rollouts/ro-z": [
+        json(422, { detail: "Invalid mode: bad", error_type: "ValidationError", field: "mode" }),
+      ],
+      "POST /v1/agl/rollouts/ro-w": [
+        json(401, { detail: "Missing bearer token", error_type: "Unauthorized" }),
+      ],
       "GET /v1/agl/health": [healthy],
     });
     closeServer = s.close;
@@ -115,7 +133,13 @@ describe("LightningStoreClient retries", () => {
     expect(nf).toMatchObject({ status: 404, kind: "rollout", id: "ro-x", message: "Rollout ro-x not found" });
     const illegal = await c.updateRollout("ro-y", { status: "running" }).catch((e) => e);
     expect(IllegalTransitionError.isInstance(illegal)).toBe(true);
-    expect(illegal).toMatchObject({ status: 409, entity: "rollout", id: "ro-y", from: "succeeded", to: "running" });
+    expect(illegal).toMatchObject({
+      status: 409,
+      entity: "rollout",
+      id: "ro-y",
+      from: "succeeded",
+      to: "running",
+    });
     const inv = await c.updateRollout("ro-z", { mode: "val" }).catch((e) => e);
     expect(InvalidArgumentError.isInstance(inv)).toBe(true);
     expect(inv).toMatchObject({ status: 422, field: "mode" });
@@ -137,20 +161,32 @@ describe("LightningStoreClient retries", () => {
   });
 
   it("empty retry delays disable retries; a refused connection is an HttpNetworkError", async () => {
-    const s = await fakeServer({ "GET /v1/agl/statistics": [json(500, {})], "GET /v1/agl/health": [healthy] });
+    const s = await fakeServer({
+      "GET /v1/agl/statistics": [json(500, {})],
+      "GET /v1/agl/health": [healthy],
+    });
     const noRetry = new LightningStoreClient({ url: s.url, retryDelaysMs: [] });
     await expect(noRetry.statistics()).rejects.toBeInstanceOf(HttpServerError);
     expect(s.hits).toEqual(["GET /v1/agl/statistics"]);
     await s.close();
     const started = Date.now();
-    const error = await client(s.url).statistics().catch((e) => e);
+    const error = await client(s.url)
+      .statistics()
+      .catch((e) => e);
     expect(error).toBeInstanceOf(HttpNetworkError);
     expect(error.status).toBe(0);
     expect(Date.now() - started).toBeLessThan(2000);
   });
 
   it("falls back to one request per span on servers without the batch routes", async () => {
-    const span = (id: string) => ({ rollout_id: "ro-1", attempt_id: "at-1", sequence_id: 1, trace_id: "t", span_id: id, name: "n" });
+    const span = (id: string) => ({
+      rollout_id: "ro-1",
+      attempt_id: "at-1",
+      sequence_id: 1,
+      trace_id: "t",
+      span_id: id,
+      name: "n",
+    });
     const s = await fakeServer({
       "POST /v1/agl/spans/batch": [json(404, { detail: "Not Found" })],
       "POST /v1/agl/spans": [(req, res) => json(201, span("s"))(req, res)],

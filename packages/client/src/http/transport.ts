@@ -67,7 +67,7 @@ export class StoreTransport {
         jitter: false,
         shouldRetry: async ({ error }) => {
           if (error instanceof HTTPError && !RETRY_STATUS.includes(error.response.status)) return false;
-          return (await this.isHealthy()) ? true : false;
+          return !!(await this.isHealthy());
         },
       },
     });
@@ -130,7 +130,12 @@ export async function toHttpError(error: unknown, method: string, url: string): 
     } catch {
       // The body could not be read; the status alone has to do.
     }
-    const info: ServerErrorInfo = { status, method, url, ...describeErrorBody(body, error.response.statusText) };
+    const info: ServerErrorInfo = {
+      status,
+      method,
+      url,
+      ...describeErrorBody(body, error.response.statusText),
+    };
     return errorFromResponse(info, body);
   }
   const detail =

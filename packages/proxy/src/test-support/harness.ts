@@ -3,8 +3,8 @@ import type { AddressInfo } from "node:net";
 import { InMemoryLightningStore, type Span } from "@agl/core";
 import { type MockLLMServer, type MockLLMServerOptions, startMockLLMServer } from "@agl/core/mock-llm";
 import OpenAI from "openai";
-import { LLMProxy } from "../proxy.js";
 import type { LLMProxyOptions } from "../options.js";
+import { LLMProxy } from "../proxy.js";
 
 export interface TapExchange {
   path: string;
@@ -14,7 +14,9 @@ export interface TapExchange {
 }
 
 /** A transparent HTTP relay that records the exact bytes an upstream sent (the tests' ground truth). */
-export async function startTap(target: string): Promise<{ url: string; exchanges: TapExchange[]; close(): Promise<void> }> {
+export async function startTap(
+  target: string,
+): Promise<{ url: string; exchanges: TapExchange[]; close(): Promise<void> }> {
   const t = new URL(target);
   const exchanges: TapExchange[] = [];
   const server: Server = createServer((req, res) => {
@@ -27,7 +29,12 @@ export async function startTap(target: string): Promise<{ url: string; exchanges
         (upRes) => {
           res.writeHead(upRes.statusCode ?? 502, upRes.headers);
           const out: Buffer[] = [];
-          const ex: TapExchange = { path: req.url ?? "", requestBody, status: upRes.statusCode ?? 0, responseBody: "" };
+          const ex: TapExchange = {
+            path: req.url ?? "",
+            requestBody,
+            status: upRes.statusCode ?? 0,
+            responseBody: "",
+          };
           exchanges.push(ex);
           upRes.on("data", (c: Buffer) => {
             out.push(c);
@@ -65,17 +72,16 @@ export interface Harness {
   warnings: string[];
   /** A rollout and attempt that exist in the store. */
   newAttempt(): Promise<{ rolloutId: string; attemptId: string }>;
-  client(baseURL: string, options?: { apiKey?: string; headers?: Record<string, string>; maxRetries?: number }): OpenAI;
+  client(
+    baseURL: string,
+    options?: { apiKey?: string; headers?: Record<string, string>; maxRetries?: number },
+  ): OpenAI;
   spans(rolloutId: string): Promise<Span[]>;
   close(): Promise<void>;
 }
 
 export async function startHarness(
-  options: {
-    mocks?: MockLLMServerOptions[];
-    proxy?: Partial<LLMProxyOptions>;
-    tap?: boolean;
-  } = {},
+  options: { mocks?: MockLLMServerOptions[]; proxy?: Partial<LLMProxyOptions>; tap?: boolean } = {},
 ): Promise<Harness> {
   const store = new InMemoryLightningStore({ watchdog: false });
   const mocks = await Promise.all((options.mocks ?? [{}]).map((m) => startMockLLMServer(m)));
@@ -86,6 +92,7 @@ export async function startHarness(
     store,
     backends: upstreams.map((url) => ({ url: `${url}/v1` })),
     model: "policy",
+    captureBodies: true,
     healthCheckIntervalMs: 0,
     backoffBaseMs: 5,
     backoffMaxMs: 20,

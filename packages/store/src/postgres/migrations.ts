@@ -118,7 +118,9 @@ export async function migratePostgres(
       applied_at DOUBLE PRECISION NOT NULL
     )`);
     const done = new Set(
-      (await client.query<{ version: number }>("SELECT version FROM schema_migrations")).rows.map((r) => r.version),
+      (await client.query<{ version: number }>("SELECT version FROM schema_migrations")).rows.map(
+        (r) => r.version,
+      ),
     );
     for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
       if (done.has(migration.version)) continue;

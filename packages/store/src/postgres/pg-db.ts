@@ -106,7 +106,8 @@ export async function loadAttempts(
   const missing: Array<{ loaded: PgLoaded; aid: string }> = [];
   for (const t of targets) {
     const latest = t.loaded.latest;
-    if (latest && (t.aid === "latest" || t.aid === latest.attempt_id)) out.set(key(t.loaded.rollout.rollout_id, t.aid), latest);
+    if (latest && (t.aid === "latest" || t.aid === latest.attempt_id))
+      out.set(key(t.loaded.rollout.rollout_id, t.aid), latest);
     else if (t.aid !== "latest") missing.push(t);
     else throw notFound(t.loaded.rollout.rollout_id, t.aid);
   }
@@ -117,13 +118,16 @@ export async function loadAttempts(
       [missing.map((t) => t.loaded.rollout.rollout_id), missing.map((t) => t.aid)],
     );
     for (const row of rows) out.set(key(row.rollout_id, row.attempt_id), attemptFromPg(row));
-    for (const t of missing) if (!out.has(key(t.loaded.rollout.rollout_id, t.aid))) throw notFound(t.loaded.rollout.rollout_id, t.aid);
+    for (const t of missing)
+      if (!out.has(key(t.loaded.rollout.rollout_id, t.aid)))
+        throw notFound(t.loaded.rollout.rollout_id, t.aid);
   }
   return out;
 }
 
 export const key = (rid: string, aid: string): string => `${rid}\u0000${aid}`;
-const notFound = (rid: string, aid: string) => new NotFoundError("attempt", aid, `Attempt ${aid} not found for rollout ${rid}`);
+const notFound = (rid: string, aid: string) =>
+  new NotFoundError("attempt", aid, `Attempt ${aid} not found for rollout ${rid}`);
 
 export interface PersistItem {
   m: RolloutMutation;
@@ -134,7 +138,11 @@ export interface PersistItem {
 }
 
 /** Write mutations back: rollout state, new and changed attempts, worker events. */
-export async function persistMutations(c: Queryable, items: readonly PersistItem[], extraPops: readonly string[] = []): Promise<void> {
+export async function persistMutations(
+  c: Queryable,
+  items: readonly PersistItem[],
+  extraPops: readonly string[] = [],
+): Promise<void> {
   const rollouts = items.filter(
     (i) => i.pop || i.prev === null || i.m.needsRolloutWrite(i.prev.deadline, i.prev.queue_seq !== null),
   );
@@ -210,7 +218,11 @@ function attemptColumns(attempts: readonly Attempt[]): unknown[] {
  * busy/idle timestamp rules of setWorkerStatus (CASE sees the old status); new ones are inserted. A
  * worker created concurrently by another transaction falls back to a plain upsert.
  */
-export async function applyWorkerEvents(c: Queryable, events: readonly WorkerEvent[], now: number): Promise<void> {
+export async function applyWorkerEvents(
+  c: Queryable,
+  events: readonly WorkerEvent[],
+  now: number,
+): Promise<void> {
   if (events.length === 0) return;
   const folded = foldWorkerEvents(events);
   await c.query(
@@ -296,7 +308,10 @@ export async function insertSpans(c: Queryable, spans: readonly Span[]): Promise
 }
 
 /** Allocate `count` consecutive sequence ids per rollout atomically; returns the last one of each. */
-export async function allocateSequences(c: Queryable, counts: ReadonlyMap<string, number>): Promise<Map<string, number>> {
+export async function allocateSequences(
+  c: Queryable,
+  counts: ReadonlyMap<string, number>,
+): Promise<Map<string, number>> {
   const { rows } = await c.query<{ rollout_id: string; value: number }>(
     `INSERT INTO span_sequences (rollout_id, value) SELECT * FROM unnest($1::text[], $2::int[])
      ON CONFLICT (rollout_id) DO UPDATE SET value = span_sequences.value + EXCLUDED.value

@@ -5,8 +5,8 @@ import {
   type AttemptQuery,
   type FilterSpec,
   type NamedResources,
-  newResourcesId,
   type NormalizedPage,
+  newResourcesId,
   normalizeAttemptQuery,
   normalizeResourcesQuery,
   normalizeRolloutQuery,
@@ -24,10 +24,23 @@ import {
   type Worker,
   type WorkerQuery,
 } from "@agl/core";
-import { ATTEMPT_COLUMNS, RESOURCES_COLUMNS, ROLLOUT_COLUMNS, SPAN_COLUMNS, WORKER_COLUMNS } from "../shared/columns.js";
+import {
+  ATTEMPT_COLUMNS,
+  RESOURCES_COLUMNS,
+  ROLLOUT_COLUMNS,
+  SPAN_COLUMNS,
+  WORKER_COLUMNS,
+} from "../shared/columns.js";
 import { toJson, toJsonRequired } from "../shared/schemas.js";
 import { type ColumnMap, limitSql, orderBySql, postgresDialect, whereSql } from "../shared/sql-query.js";
-import { attemptFromPg, type PgRolloutRow, type Queryable, ROLLOUT_COLS, ROLLOUT_WITH_LATEST, rolloutFromPg } from "./pg-db.js";
+import {
+  attemptFromPg,
+  type PgRolloutRow,
+  type Queryable,
+  ROLLOUT_COLS,
+  ROLLOUT_WITH_LATEST,
+  rolloutFromPg,
+} from "./pg-db.js";
 
 const TERMINAL = `('failed', 'succeeded', 'cancelled')`;
 
@@ -78,7 +91,10 @@ async function page<Row, T>(
   const where = whereSql(filter, columns, postgresDialect, params, extra ? [extra.sql] : []);
   const orderBy = orderBySql(pageOpts, columns, postgresDialect, insertionKey);
   if (orderBy === null) {
-    const { rows } = await db.query(`SELECT ${select} FROM ${from} WHERE ${where} ORDER BY ${insertionKey}`, params);
+    const { rows } = await db.query(
+      `SELECT ${select} FROM ${from} WHERE ${where} ORDER BY ${insertionKey}`,
+      params,
+    );
     const sorted = sortItems((rows as Row[]).map(convert), pageOpts.sortBy, pageOpts.sortOrder);
     return paginate(sorted, pageOpts.limit, pageOpts.offset);
   }
@@ -101,7 +117,16 @@ export class PgQueries {
 
   async rollouts(query: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
     const { filter, page: p } = normalizeRolloutQuery(query);
-    const result = await page<PgRolloutRow, Rollout>(this.db, "rollouts r", ROLLOUT_COLS, ROLLOUT_COLUMNS, filter, p, "pk", rolloutFromPg);
+    const result = await page<PgRolloutRow, Rollout>(
+      this.db,
+      "rollouts r",
+      ROLLOUT_COLS,
+      ROLLOUT_COLUMNS,
+      filter,
+      p,
+      "pk",
+      rolloutFromPg,
+    );
     const latest = await this.latestAttempts(result.items.map((r) => r.rollout_id));
     return {
       ...result,
@@ -125,7 +150,9 @@ export class PgQueries {
   }
 
   async rolloutById(id: string): Promise<Rollout | AttemptedRollout | null> {
-    const { rows } = await this.db.query<PgRolloutRow>(`${ROLLOUT_WITH_LATEST} WHERE r.rollout_id = $1`, [id]);
+    const { rows } = await this.db.query<PgRolloutRow>(`${ROLLOUT_WITH_LATEST} WHERE r.rollout_id = $1`, [
+      id,
+    ]);
     const row = rows[0];
     if (!row) return null;
     const rollout = rolloutFromPg(row);
@@ -164,10 +191,20 @@ export class PgQueries {
 
   attempts(rid: string, query: AttemptQuery): Promise<PaginatedResult<Attempt>> {
     const { filter, page: p } = normalizeAttemptQuery(query);
-    return page<Attempt, Attempt>(this.db, "attempts", "*", ATTEMPT_COLUMNS, filter, p, "sequence_id", attemptFromPg, {
-      sql: "rollout_id = $1",
-      params: [rid],
-    });
+    return page<Attempt, Attempt>(
+      this.db,
+      "attempts",
+      "*",
+      ATTEMPT_COLUMNS,
+      filter,
+      p,
+      "sequence_id",
+      attemptFromPg,
+      {
+        sql: "rollout_id = $1",
+        params: [rid],
+      },
+    );
   }
 
   async spans(rid: string, query: SpanQuery): Promise<PaginatedResult<Span>> {
@@ -179,24 +216,47 @@ export class PgQueries {
       aid = latest.attempt_id;
     }
     const must = aid === null ? [] : [{ field: "attempt_id" as const, op: "exact" as const, value: aid }];
-    return page<{ data: Span }, Span>(this.db, "spans", "data", SPAN_COLUMNS, { ...filter, must }, p, "pk", (row) => row.data, {
-      sql: "rollout_id = $1",
-      params: [rid],
-    });
+    return page<{ data: Span }, Span>(
+      this.db,
+      "spans",
+      "data",
+      SPAN_COLUMNS,
+      { ...filter, must },
+      p,
+      "pk",
+      (row) => row.data,
+      {
+        sql: "rollout_id = $1",
+        params: [rid],
+      },
+    );
   }
 
   resources(query: ResourcesQuery): Promise<PaginatedResult<ResourcesUpdate>> {
     const { filter, page: p } = normalizeResourcesQuery(query);
-    return page<ResourcesRow, ResourcesUpdate>(this.db, "resources", "*", RESOURCES_COLUMNS, filter, p, "pk", resourcesFromPg);
+    return page<ResourcesRow, ResourcesUpdate>(
+      this.db,
+      "resources",
+      "*",
+      RESOURCES_COLUMNS,
+      filter,
+      p,
+      "pk",
+      resourcesFromPg,
+    );
   }
 
   async resourcesById(id: string): Promise<ResourcesUpdate | null> {
-    const { rows } = await this.db.query<ResourcesRow>("SELECT * FROM resources WHERE resources_id = $1", [id]);
+    const { rows } = await this.db.query<ResourcesRow>("SELECT * FROM resources WHERE resources_id = $1", [
+      id,
+    ]);
     return rows[0] ? resourcesFromPg(rows[0]) : null;
   }
 
   async latestResources(): Promise<ResourcesUpdate | null> {
-    const { rows } = await this.db.query<ResourcesRow>("SELECT * FROM resources ORDER BY touch_seq DESC LIMIT 1");
+    const { rows } = await this.db.query<ResourcesRow>(
+      "SELECT * FROM resources ORDER BY touch_seq DESC LIMIT 1",
+    );
     return rows[0] ? resourcesFromPg(rows[0]) : null;
   }
 
@@ -215,7 +275,16 @@ export class PgQueries {
 
   workers(query: WorkerQuery): Promise<PaginatedResult<Worker>> {
     const { filter, page: p } = normalizeWorkerQuery(query);
-    return page<Worker, Worker>(this.db, "workers", "*", WORKER_COLUMNS, filter as FilterSpec<Worker>, p, "pk", workerFromPg);
+    return page<Worker, Worker>(
+      this.db,
+      "workers",
+      "*",
+      WORKER_COLUMNS,
+      filter as FilterSpec<Worker>,
+      p,
+      "pk",
+      workerFromPg,
+    );
   }
 
   async workerById(id: string): Promise<Worker | null> {
@@ -224,7 +293,11 @@ export class PgQueries {
   }
 
   /** Heartbeat: upsert, last_heartbeat_time = now, replace the stats when given. */
-  async heartbeatWorker(id: string, stats: Record<string, unknown> | null | undefined, now: number): Promise<Worker> {
+  async heartbeatWorker(
+    id: string,
+    stats: Record<string, unknown> | null | undefined,
+    now: number,
+  ): Promise<Worker> {
     const { rows } = await this.db.query<Worker>(
       `INSERT INTO workers (worker_id, status, heartbeat_stats, last_heartbeat_time) VALUES ($1, 'unknown', $2::jsonb, $3)
        ON CONFLICT (worker_id) DO UPDATE SET last_heartbeat_time = EXCLUDED.last_heartbeat_time,

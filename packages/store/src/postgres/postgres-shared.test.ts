@@ -31,7 +31,9 @@ describe("PostgresLightningStore shared by several instances and processes", () 
 describe("PostgresLightningStore schema", () => {
   it("migrations run once even when several stores connect at the same time, and reopen is idempotent", async () => {
     const schema = `mig_${process.pid}`;
-    const stores = await Promise.all([0, 1, 2].map(() => PostgresLightningStore.connect(db.url, { schema, poolSize: 2 })));
+    const stores = await Promise.all(
+      [0, 1, 2].map(() => PostgresLightningStore.connect(db.url, { schema, poolSize: 2 })),
+    );
     await stores[0]!.enqueueRollout({ input: "kept" });
     await Promise.all(stores.map((s) => s.close()));
     const again = await PostgresLightningStore.connect(db.url, { schema, poolSize: 2 });
@@ -44,7 +46,10 @@ describe("PostgresLightningStore schema", () => {
       expect(await migratePostgres(client)).toEqual([]);
       const { rows } = await client.query("SELECT version FROM schema_migrations ORDER BY version");
       expect(rows.map((r) => r.version)).toEqual(POSTGRES_MIGRATIONS.map((m) => m.version));
-      const extra = [...POSTGRES_MIGRATIONS, { version: 99, name: "test column", sql: "ALTER TABLE workers ADD COLUMN note TEXT" }];
+      const extra = [
+        ...POSTGRES_MIGRATIONS,
+        { version: 99, name: "test column", sql: "ALTER TABLE workers ADD COLUMN note TEXT" },
+      ];
       expect(await migratePostgres(client, extra)).toEqual([99]);
       expect(await migratePostgres(client, extra)).toEqual([]);
     } finally {
@@ -53,7 +58,10 @@ describe("PostgresLightningStore schema", () => {
   });
 
   it("batched span inserts store hundreds of spans in one call, duplicates skipped", async () => {
-    const store = await PostgresLightningStore.connect(db.url, { schema: `spans_${process.pid}`, poolSize: 2 });
+    const store = await PostgresLightningStore.connect(db.url, {
+      schema: `spans_${process.pid}`,
+      poolSize: 2,
+    });
     try {
       const r = await store.startRollout({ input: 1 });
       const spans = Array.from({ length: 500 }, (_, i) => ({
@@ -68,7 +76,10 @@ describe("PostgresLightningStore schema", () => {
       const stored = await store.addManySpans(spans);
       expect(stored).toHaveLength(400);
       expect(stored[399]!.name).toBe("s399");
-      expect((await store.querySpans(r.rollout_id, { limit: 1, sortBy: "sequence_id", sortOrder: "desc" })).items[0]!.name).toBe("s399");
+      expect(
+        (await store.querySpans(r.rollout_id, { limit: 1, sortBy: "sequence_id", sortOrder: "desc" }))
+          .items[0]!.name,
+      ).toBe("s399");
       expect(await store.getNextSpanSequenceId(r.rollout_id, "x")).toBe(401);
       expect((await store.getRolloutById(r.rollout_id))?.status).toBe("running");
     } finally {

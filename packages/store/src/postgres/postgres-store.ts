@@ -11,12 +11,16 @@ import {
   type AttemptPatch,
   AttemptPatchSchema,
   type AttemptQuery,
+  assertRolloutTransition,
   type EnqueueRolloutRequest,
   EnqueueRolloutRequestSchema,
   type LightningStore,
   type NamedResources,
   NamedResourcesSchema,
+  newRolloutId,
+  nowSeconds,
   type PaginatedResult,
+  parseOrThrow,
   type ResourcesQuery,
   type ResourcesUpdate,
   type Rollout,
@@ -32,13 +36,9 @@ import {
   type StoreCapabilities,
   StoreClosedError,
   type StoreStatistics,
+  spanFromReadable,
   type Worker,
   type WorkerQuery,
-  assertRolloutTransition,
-  newRolloutId,
-  nowSeconds,
-  parseOrThrow,
-  spanFromReadable,
   watchdogVerdict,
 } from "@agl/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
@@ -57,10 +57,10 @@ import {
   SeqPairsSchema,
   SequenceIdSchema,
   StartRolloutSchema,
-  WaitSchema,
-  WorkerUpdateSchema,
   toJson,
   toJsonRequired,
+  WaitSchema,
+  WorkerUpdateSchema,
 } from "../shared/schemas.js";
 import { acquireHub, type CompletionHub, releaseHub, waitForTerminal } from "../shared/waiters.js";
 import { Watchdog } from "../shared/watchdog.js";
@@ -76,11 +76,11 @@ import {
   lockRollouts,
   type PersistItem,
   type PgLoaded,
-  persistMutations,
-  ROLLOUT_WITH_LATEST,
-  type Queryable,
-  rolloutFromPg,
   type PgRolloutRow,
+  persistMutations,
+  type Queryable,
+  ROLLOUT_WITH_LATEST,
+  rolloutFromPg,
 } from "./pg-db.js";
 import { PgQueries } from "./pg-queries.js";
 import { withTransaction } from "./transaction.js";
@@ -101,7 +101,12 @@ export type PostgresStoreOptions = DurableStoreOptions & z.input<typeof Postgres
 type EnqueueParsed = z.output<typeof EnqueueRolloutRequestSchema>;
 
 export class PostgresLightningStore implements LightningStore {
-  readonly capabilities: StoreCapabilities = { thread_safe: true, async_safe: true, zero_copy: false, otlp_traces: false };
+  readonly capabilities: StoreCapabilities = {
+    thread_safe: true,
+    async_safe: true,
+    zero_copy: false,
+    otlp_traces: false,
+  };
   private readonly queries: PgQueries;
   private readonly watchdog: Watchdog;
   private readonly hub: CompletionHub;
@@ -165,7 +170,8 @@ export class PostgresLightningStore implements LightningStore {
   private async startListening(url: string): Promise<void> {
     const client = new pg.Client({ connectionString: url });
     client.on("error", (error) => {
-      if (!this.closed) console.error("[agl-store] postgres LISTEN connection lost; polling only:", error.message);
+      if (!this.closed)
+        console.error("[agl-store] postgres LISTEN connection lost; polling only:", error.message);
       this.listener = null;
     });
     client.on("notification", (msg) => {
@@ -205,7 +211,12 @@ export class PostgresLightningStore implements LightningStore {
     }
   }
 
-  private async persist(c: Queryable, effects: Effects, items: PersistItem[], extraPops: string[] = []): Promise<void> {
+  private async persist(
+    c: Queryable,
+    effects: Effects,
+    items: PersistItem[],
+    extraPops: string[] = [],
+  ): Promise<void> {
     await persistMutations(c, items, extraPops);
     for (const { m } of items) {
       if (m.terminal) effects.terminal.push(m.rollout.rollout_id);
@@ -247,7 +258,12 @@ export class PostgresLightningStore implements LightningStore {
     return rows[0]?.earliest ?? null;
   }
 
-  private newRollout(req: EnqueueParsed, status: Rollout["status"], now: number, latestResources: string | null): Rollout {
+  private newRollout(
+    req: EnqueueParsed,
+    status: Rollout["status"],
+    now: number,
+    latestResources: string | null,
+  ): Rollout {
     return {
       rollout_id: newRolloutId(),
       input: req.input,
@@ -262,7 +278,11 @@ export class PostgresLightningStore implements LightningStore {
   }
 
   /** Insert rollouts in one statement; `queueSeqs[i]` null = not queued. */
-  private async insertRollouts(c: Queryable, rollouts: readonly Rollout[], queueSeqs: ReadonlyArray<string | null>): Promise<void> {
+  private async insertRollouts(
+    c: Queryable,
+    rollouts: readonly Rollout[],
+    queueSeqs: ReadonlyArray<string | null>,
+  ): Promise<void> {
     await c.query(
       `INSERT INTO rollouts (rollout_id, input, start_time, end_time, mode, resources_id, status, config, metadata, queue_seq)
        SELECT rid, input::jsonb, st, et, mode, res, status, config::jsonb, md::jsonb, qs
@@ -285,7 +305,9 @@ export class PostgresLightningStore implements LightningStore {
   }
 
   private async latestResourcesId(c: Queryable): Promise<string | null> {
-    const { rows } = await c.query<{ resources_id: string }>("SELECT resources_id FROM resources ORDER BY touch_seq DESC LIMIT 1");
+    const { rows } = await c.query<{ resources_id: string }>(
+      "SELECT resources_id FROM resources ORDER BY touch_seq DESC LIMIT 1",
+    );
     return rows[0]?.resources_id ?? null;
   }
 
@@ -345,7 +367,10 @@ export class PostgresLightningStore implements LightningStore {
       [reqs.length],
     );
     const { latest, seqs } = rows[0]!;
-    const ordered = seqs.map(BigInt).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map(String);
+    const ordered = seqs
+      .map(BigInt)
+      .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(String);
     const now = nowSeconds();
     const rollouts = reqs.map((req) => this.newRollout(req, "queuing", now, latest));
     await this.insertRollouts(this.pool, rollouts, ordered);
@@ -357,7 +382,10 @@ export class PostgresLightningStore implements LightningStore {
     return (await this.dequeueManyRollouts({ limit: 1, workerId }))[0] ?? null;
   }
 
-  async dequeueManyRollouts(options: { limit: number; workerId?: string | null }): Promise<AttemptedRollout[]> {
+  async dequeueManyRollouts(options: {
+    limit: number;
+    workerId?: string | null;
+  }): Promise<AttemptedRollout[]> {
     const { limit, workerId } = parseOrThrow(DequeueManySchema, options, "options");
     if (limit <= 0) {
       await this.enter();
@@ -399,7 +427,10 @@ export class PostgresLightningStore implements LightningStore {
     });
   }
 
-  async startAttempt(rolloutId: string, options: { workerId?: string | null } = {}): Promise<AttemptedRollout> {
+  async startAttempt(
+    rolloutId: string,
+    options: { workerId?: string | null } = {},
+  ): Promise<AttemptedRollout> {
     const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
     const { workerId } = parseOrThrow(DequeueOptionsSchema, options, "options");
     return this.write(async (c, effects) => {
@@ -454,7 +485,10 @@ export class PostgresLightningStore implements LightningStore {
     });
   }
 
-  async waitForRollouts(rolloutIds: string[], options: { timeoutSeconds?: number | null } = {}): Promise<Rollout[]> {
+  async waitForRollouts(
+    rolloutIds: string[],
+    options: { timeoutSeconds?: number | null } = {},
+  ): Promise<Rollout[]> {
     const { rolloutIds: ids, timeoutSeconds } = parseOrThrow(WaitSchema, { rolloutIds, ...options }, "");
     await this.enter();
     const unique = [...new Set(ids)];
@@ -495,7 +529,11 @@ export class PostgresLightningStore implements LightningStore {
     return this.queries.latestAttempt(rid);
   }
 
-  async updateAttempt(rolloutId: string, attemptId: string | "latest", patch: AttemptPatch): Promise<Attempt> {
+  async updateAttempt(
+    rolloutId: string,
+    attemptId: string | "latest",
+    patch: AttemptPatch,
+  ): Promise<Attempt> {
     const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
     const aid = parseOrThrow(IdSchema, attemptId, "attempt_id");
     const p = parseOrThrow(AttemptPatchSchema, patch, "patch");
@@ -574,7 +612,8 @@ export class PostgresLightningStore implements LightningStore {
       spans.map((s) => s.rollout_id),
     );
     const targets = new Map<string, { loaded: PgLoaded; aid: string }>();
-    for (const s of spans) targets.set(key(s.rollout_id, s.attempt_id), { loaded: loaded.get(s.rollout_id)!, aid: s.attempt_id });
+    for (const s of spans)
+      targets.set(key(s.rollout_id, s.attempt_id), { loaded: loaded.get(s.rollout_id)!, aid: s.attempt_id });
     const attempts = await loadAttempts(c, [...targets.values()]);
     // Keep the first of spans repeated within the batch, as sequential adds would.
     const seen = new Set<string>();
@@ -585,7 +624,9 @@ export class PostgresLightningStore implements LightningStore {
       return true;
     });
     const storedKeys = await insertSpans(c, unique);
-    const stored = unique.filter((s) => storedKeys.has(`${key(s.rollout_id, s.attempt_id)}\u0000${s.span_id}`));
+    const stored = unique.filter((s) =>
+      storedKeys.has(`${key(s.rollout_id, s.attempt_id)}\u0000${s.span_id}`),
+    );
     const active = new Map<string, Set<string>>();
     for (const s of stored) {
       let set = active.get(s.rollout_id);
@@ -604,7 +645,12 @@ export class PostgresLightningStore implements LightningStore {
     return stored;
   }
 
-  async addOtelSpan(rolloutId: string, attemptId: string, span: ReadableSpan, sequenceId?: number): Promise<Span | null> {
+  async addOtelSpan(
+    rolloutId: string,
+    attemptId: string,
+    span: ReadableSpan,
+    sequenceId?: number,
+  ): Promise<Span | null> {
     const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
     const aid = parseOrThrow(IdSchema, attemptId, "attempt_id");
     const readable = parseOrThrow(ReadableSpanSchema, span, "span");
@@ -659,7 +705,10 @@ export class PostgresLightningStore implements LightningStore {
     return this.queries.workerById(wid);
   }
 
-  async updateWorker(workerId: string, update: { heartbeat_stats?: Record<string, unknown> | null } = {}): Promise<Worker> {
+  async updateWorker(
+    workerId: string,
+    update: { heartbeat_stats?: Record<string, unknown> | null } = {},
+  ): Promise<Worker> {
     const wid = parseOrThrow(IdSchema, workerId, "worker_id");
     const u = parseOrThrow(WorkerUpdateSchema, update, "update");
     await this.enter();

@@ -4,7 +4,10 @@ import type pg from "pg";
 const RETRYABLE = new Set(["40P01", "40001"]);
 const MAX_ATTEMPTS = 5;
 
-export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function withTransaction<T>(
+  pool: pg.Pool,
+  fn: (client: pg.PoolClient) => Promise<T>,
+): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     const client = await pool.connect();
     let broken = false;

@@ -61,7 +61,9 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
         return given.length === expected.length && timingSafeEqual(given, expected);
       },
       noAuthenticationHeader: { message: { detail: "Missing bearer token", error_type: "Unauthorized" } },
-      invalidAuthenticationHeader: { message: { detail: "Malformed Authorization header", error_type: "Unauthorized" } },
+      invalidAuthenticationHeader: {
+        message: { detail: "Malformed Authorization header", error_type: "Unauthorized" },
+      },
       invalidToken: { message: { detail: "Invalid bearer token", error_type: "Unauthorized" } },
     });
     app.use("*", async (c, next) => {
@@ -96,7 +98,9 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
   registerOtlpRoutes(app, store, { maxDecompressedBytes: bodyLimitBytes * 8, logger });
   registerLegacyRoutes(app, store, { taskTimeoutSeconds: options.legacyTaskTimeoutSeconds ?? 300 });
 
-  app.notFound((c) => c.json({ detail: `No route for ${c.req.method} ${c.req.path}`, error_type: "NotFound" }, 404));
+  app.notFound((c) =>
+    c.json({ detail: `No route for ${c.req.method} ${c.req.path}`, error_type: "NotFound" }, 404),
+  );
   app.onError((error, c) => {
     // Middleware that built its own answer (bearer auth's JSON 401 with WWW-Authenticate) keeps it.
     if (error instanceof HTTPException && error.res) return error.getResponse();

@@ -57,11 +57,20 @@ function joinPath(prefix: string, path: ReadonlyArray<PropertyKey>): string {
 }
 
 /** Map an exception to status + body. Only errors that are not the caller's fault are 500. */
-export function errorResponse(error: unknown): { status: ContentfulStatusCode; body: ErrorBody; internal: boolean } {
+export function errorResponse(error: unknown): {
+  status: ContentfulStatusCode;
+  body: ErrorBody;
+  internal: boolean;
+} {
   if (error instanceof RequestValidationError) {
     return {
       status: 422,
-      body: { detail: error.message, error_type: "ValidationError", field: error.field, errors: error.issues },
+      body: {
+        detail: error.message,
+        error_type: "ValidationError",
+        field: error.field,
+        errors: error.issues,
+      },
       internal: false,
     };
   }
@@ -82,7 +91,12 @@ export function errorResponse(error: unknown): { status: ContentfulStatusCode; b
   if (InvalidArgumentError.isInstance(error)) {
     return {
       status: 400,
-      body: { detail: error.message, error_type: "InvalidArgumentError", field: error.field, errors: error.issues },
+      body: {
+        detail: error.message,
+        error_type: "InvalidArgumentError",
+        field: error.field,
+        errors: error.issues,
+      },
       internal: false,
     };
   }

@@ -4,13 +4,13 @@
  * reward span plus the attempt succeeding; claims older than the task timeout are requeued.
  */
 import {
+  type AttemptedRollout,
   isQueuingLike,
   isRunningLike,
+  type LightningStore,
   newSpanId,
   newTraceId,
   nowSeconds,
-  type AttemptedRollout,
-  type LightningStore,
 } from "@agl/core";
 import type { Hono } from "hono";
 import { z } from "zod";
@@ -72,7 +72,8 @@ export function registerLegacyRoutes(app: Hono, store: LightningStore, options: 
       claims.delete(rolloutId);
       const rollout = await store.getRolloutById(rolloutId);
       const latest = await store.getLatestAttempt(rolloutId);
-      if (!rollout || !latest || latest.attempt_id !== claim.attemptId || !isRunningLike(rollout.status)) continue;
+      if (!rollout || !latest || latest.attempt_id !== claim.attemptId || !isRunningLike(rollout.status))
+        continue;
       await store.updateRollout(rolloutId, { status: "requeuing" });
       stale.set(rolloutId, [...(stale.get(rolloutId) ?? []), claim.attemptId]);
     }
@@ -104,7 +105,10 @@ export function registerLegacyRoutes(app: Hono, store: LightningStore, options: 
     const id = c.req.param("id");
     const found = await store.getResourcesById(id);
     if (!found) {
-      return c.json({ detail: `Resources ${id} not found`, error_type: "NotFoundError", field: "resources_id" }, 404);
+      return c.json(
+        { detail: `Resources ${id} not found`, error_type: "NotFoundError", field: "resources_id" },
+        404,
+      );
     }
     return c.json(found);
   });
@@ -114,12 +118,20 @@ export function registerLegacyRoutes(app: Hono, store: LightningStore, options: 
     const rolloutId = result.rollout_id;
     const rollout = await store.getRolloutById(rolloutId);
     if (!rollout) {
-      return c.json({ detail: `Rollout ${rolloutId} not found`, error_type: "NotFoundError", field: "rollout_id" }, 404);
+      return c.json(
+        { detail: `Rollout ${rolloutId} not found`, error_type: "NotFoundError", field: "rollout_id" },
+        404,
+      );
     }
-    const attemptId = claims.get(rolloutId)?.attemptId ?? (await store.getLatestAttempt(rolloutId))?.attempt_id;
+    const attemptId =
+      claims.get(rolloutId)?.attemptId ?? (await store.getLatestAttempt(rolloutId))?.attempt_id;
     if (!attemptId) {
       return c.json(
-        { detail: `Rollout ${rolloutId} was never claimed`, error_type: "IllegalTransitionError", field: "rollout_id" },
+        {
+          detail: `Rollout ${rolloutId} was never claimed`,
+          error_type: "IllegalTransitionError",
+          field: "rollout_id",
+        },
         409,
       );
     }
@@ -134,7 +146,10 @@ export function registerLegacyRoutes(app: Hono, store: LightningStore, options: 
         span_id: newSpanId(),
         name: "agentlightning.annotation",
         status: { status_code: "OK", description: null },
-        attributes: { "agentlightning.reward.0.name": "primary", "agentlightning.reward.0.value": result.final_reward },
+        attributes: {
+          "agentlightning.reward.0.name": "primary",
+          "agentlightning.reward.0.value": result.final_reward,
+        },
         start_time: nowSeconds(),
         end_time: nowSeconds(),
       });
@@ -148,7 +163,10 @@ export function registerLegacyRoutes(app: Hono, store: LightningStore, options: 
       logs: result.logs ?? null,
       metadata: result.metadata ?? null,
     };
-    await store.updateAttempt(rolloutId, attemptId, { status: "succeeded", metadata: { legacy_result: legacy } });
+    await store.updateAttempt(rolloutId, attemptId, {
+      status: "succeeded",
+      metadata: { legacy_result: legacy },
+    });
     return c.json({ status: "ok", message: `Rollout ${rolloutId} received and stored.`, data: null });
   });
 }

@@ -6,7 +6,9 @@ export interface StoreServerLogger {
 }
 
 /** JSON lines on a stream (stderr by default), e.g. `{"ts":"...","level":"info","msg":"request",...}`. */
-export function jsonLinesLogger(write: (line: string) => void = (line) => process.stderr.write(line)): StoreServerLogger {
+export function jsonLinesLogger(
+  write: (line: string) => void = (line) => process.stderr.write(line),
+): StoreServerLogger {
   const emit = (level: string) => (message: string, fields?: Record<string, unknown>) => {
     write(`${JSON.stringify({ ts: new Date().toISOString(), level, msg: message, ...fields })}\n`);
   };

@@ -1,13 +1,3 @@
-import {
-  AttemptSchema,
-  AttemptStatusSchema,
-  ResourcesUpdateSchema,
-  RolloutSchema,
-  RolloutStatusSchema,
-  SpanSchema,
-  WorkerSchema,
-  WorkerStatusSchema,
-} from "@agl/core";
 import type {
   AttemptQuery,
   FilterLogic,
@@ -18,9 +8,18 @@ import type {
   SpanQuery,
   WorkerQuery,
 } from "@agl/core";
+import {
+  AttemptSchema,
+  ResourcesUpdateSchema,
+  RolloutSchema,
+  RolloutStatusSchema,
+  SpanSchema,
+  WorkerSchema,
+  WorkerStatusSchema,
+} from "@agl/core";
 import type { Context } from "hono";
 import { z } from "zod";
-import { RequestValidationError, badRequest, parseRequest } from "./errors.js";
+import { badRequest, parseRequest, RequestValidationError } from "./errors.js";
 
 type Raw = Record<string, unknown>;
 
@@ -79,11 +78,17 @@ function stringList(values?: readonly string[]) {
 }
 
 /** The reference's 400 guards on sort, paging and logic (type errors were 422 before this). */
-function pageOptions<K extends string>(raw: z.output<typeof PageSchema>, sortFields: readonly string[]): PageOptions<K> {
+function pageOptions<K extends string>(
+  raw: z.output<typeof PageSchema>,
+  sortFields: readonly string[],
+): PageOptions<K> {
   const out: PageOptions<K> = {};
   if (raw.sort_by !== undefined) {
     if (!sortFields.includes(raw.sort_by)) {
-      throw badRequest("sort_by", `cannot sort by ${JSON.stringify(raw.sort_by)}; fields: ${sortFields.join(", ")}`);
+      throw badRequest(
+        "sort_by",
+        `cannot sort by ${JSON.stringify(raw.sort_by)}; fields: ${sortFields.join(", ")}`,
+      );
     }
     out.sortBy = raw.sort_by as K;
   }
@@ -94,7 +99,8 @@ function pageOptions<K extends string>(raw: z.output<typeof PageSchema>, sortFie
     out.sortOrder = raw.sort_order as SortOrder;
   }
   if (raw.limit !== undefined) {
-    if (raw.limit === 0 || raw.limit < -1) throw badRequest("limit", `must be -1 (all) or positive, got ${raw.limit}`);
+    if (raw.limit === 0 || raw.limit < -1)
+      throw badRequest("limit", `must be -1 (all) or positive, got ${raw.limit}`);
     out.limit = raw.limit;
   }
   if (raw.offset !== undefined) {
@@ -193,7 +199,8 @@ const SpanParams = PageSchema.extend({
 });
 
 export function spanQuery(raw: Raw): { rolloutId: string; query: SpanQuery } {
-  const p = parseRequest(SpanParams, raw) as unknown as z.output<typeof PageSchema> & Record<string, string | undefined>;
+  const p = parseRequest(SpanParams, raw) as unknown as z.output<typeof PageSchema> &
+    Record<string, string | undefined>;
   const query: SpanQuery = { ...pageOptions(p, SPAN_SORT_FIELDS) };
   if (p.attempt_id !== undefined) query.attemptId = p.attempt_id;
   for (const [wire, key] of SPAN_FILTERS) {

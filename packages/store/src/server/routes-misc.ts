@@ -1,8 +1,15 @@
-import { NamedResourcesSchema, SpanSchema, type LightningStore } from "@agl/core";
+import { type LightningStore, NamedResourcesSchema, SpanSchema } from "@agl/core";
 import type { Context, Hono } from "hono";
 import { z } from "zod";
 import { badRequest, parseRequest } from "./errors.js";
-import { readJsonBody, readQueryParams, resourcesQuery, spanQuery, WORKER_LIST_KEYS, workerQuery } from "./params.js";
+import {
+  readJsonBody,
+  readQueryParams,
+  resourcesQuery,
+  spanQuery,
+  WORKER_LIST_KEYS,
+  workerQuery,
+} from "./params.js";
 
 const NextSeqBody = z.object({ rollout_id: z.string(), attempt_id: z.string() });
 const NextSeqBatchBody = z.object({
@@ -17,7 +24,9 @@ export function registerMiscRoutes(app: Hono, store: LightningStore): void {
   app.get("/statistics", async (c) => c.json(await store.statistics()));
 
   // --- resources
-  app.get("/resources", async (c) => c.json(await store.queryResources(resourcesQuery(await readQueryParams(c, [])))));
+  app.get("/resources", async (c) =>
+    c.json(await store.queryResources(resourcesQuery(await readQueryParams(c, [])))),
+  );
   app.post("/resources", async (c) => {
     const resources = parseRequest(NamedResourcesSchema, await readJsonBody(c, undefined));
     return c.json(await store.addResources(resources), 201);
@@ -52,7 +61,9 @@ export function registerMiscRoutes(app: Hono, store: LightningStore): void {
   // Extension: consecutive sequence ids for many (rollout, attempt) pairs in one request.
   app.post("/spans/next/batch", async (c) => {
     const body = parseRequest(NextSeqBatchBody, await readJsonBody(c, undefined));
-    const ids = await store.getManySpanSequenceIds(body.pairs.map((p) => [p.rollout_id, p.attempt_id] as const));
+    const ids = await store.getManySpanSequenceIds(
+      body.pairs.map((p) => [p.rollout_id, p.attempt_id] as const),
+    );
     return c.json({ sequence_ids: ids });
   });
 

@@ -1,14 +1,14 @@
 import {
   AttemptPatchSchema,
   EnqueueRolloutRequestSchema,
-  RolloutPatchSchema,
   type LightningStore,
   type Rollout,
+  RolloutPatchSchema,
 } from "@agl/core";
 import type { Context, Hono } from "hono";
 import { z } from "zod";
 import { badRequest, parseRequest } from "./errors.js";
-import { attemptQuery, readJsonBody, readQueryParams, ROLLOUT_LIST_KEYS, rolloutQuery } from "./params.js";
+import { attemptQuery, ROLLOUT_LIST_KEYS, readJsonBody, readQueryParams, rolloutQuery } from "./params.js";
 
 export interface WaitLimits {
   /** Longest a single POST /waits/rollouts holds the request, in seconds. */
@@ -75,11 +75,15 @@ export function registerRolloutRoutes(app: Hono, store: LightningStore, limits: 
   });
 
   const searchAttempts = async (c: Context) =>
-    c.json(await store.queryAttempts(c.req.param("rid") as string, attemptQuery(await readQueryParams(c, []))));
+    c.json(
+      await store.queryAttempts(c.req.param("rid") as string, attemptQuery(await readQueryParams(c, []))),
+    );
   app.get("/rollouts/:rid/attempts", searchAttempts);
   app.post("/rollouts/:rid/attempts/search", searchAttempts);
 
-  app.get("/rollouts/:rid/attempts/latest", async (c) => c.json(await store.getLatestAttempt(c.req.param("rid"))));
+  app.get("/rollouts/:rid/attempts/latest", async (c) =>
+    c.json(await store.getLatestAttempt(c.req.param("rid"))),
+  );
 
   app.post("/rollouts/:rid/attempts/:aid", async (c) => {
     const body = asObject(await readJsonBody(c, {}), "");
@@ -92,7 +96,13 @@ export function registerRolloutRoutes(app: Hono, store: LightningStore, limits: 
 
   app.post("/waits/rollouts", async (c) => {
     const body = parseRequest(WaitBody, await readJsonBody(c, undefined));
-    const { rollouts, complete } = await boundedWait(store, body.rollout_ids, body.timeout ?? null, limits, c.req.raw.signal);
+    const { rollouts, complete } = await boundedWait(
+      store,
+      body.rollout_ids,
+      body.timeout ?? null,
+      limits,
+      c.req.raw.signal,
+    );
     // Tells agl clients the wait ended on its own (not at the server's cap or on shutdown), so they
     // stop polling even when some ids are unknown and will never finish.
     if (complete) c.header("x-agl-wait-complete", "1");

@@ -1,5 +1,5 @@
-import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import type { LightningStore } from "@agl/core";
 import { serve } from "@hono/node-server";
 import { createStoreApp, type StoreAppOptions } from "./app.js";
@@ -27,8 +27,14 @@ export interface StoreServer {
 
 /** Start the store server on node:http (via @hono/node-server). Resolves once it is listening. */
 export async function startStoreServer(options: StoreServerOptions): Promise<StoreServer> {
-  const { store, host = "127.0.0.1", port = 4747, closeTimeoutMs = 10_000, closeStore = false, ...appOptions } =
-    options;
+  const {
+    store,
+    host = "127.0.0.1",
+    port = 4747,
+    closeTimeoutMs = 10_000,
+    closeStore = false,
+    ...appOptions
+  } = options;
   const logger = appOptions.logger ?? jsonLinesLogger();
   const shutdown = new AbortController();
   const app = createStoreApp(store, { ...appOptions, logger, shutdownSignal: shutdown.signal });

@@ -6,10 +6,10 @@
  * `rollout`, the changed attempts and the worker events.
  */
 import {
-  assertAttemptTransition,
-  assertRolloutTransition,
   type Attempt,
   type AttemptStatus,
+  assertAttemptTransition,
+  assertRolloutTransition,
   attemptEndTime,
   isQueuingLike,
   isTerminalRolloutStatus,

@@ -57,7 +57,12 @@ export interface SqlQueryParts {
   params: unknown[];
 }
 
-function conditionSql<T>(cond: FieldCondition<T>, columns: ColumnMap, dialect: Dialect, params: unknown[]): string {
+function conditionSql<T>(
+  cond: FieldCondition<T>,
+  columns: ColumnMap,
+  dialect: Dialect,
+  params: unknown[],
+): string {
   const column = cond.field;
   if (!(column in columns)) throw new Error(`field ${column} cannot be filtered in SQL`);
   switch (cond.op) {
@@ -90,7 +95,12 @@ export function whereSql<T>(
  * ORDER BY for a normalised page, or null when `sortBy` has no scalar column. `insertionKey` breaks
  * ties (and is the whole order when nothing is sorted).
  */
-export function orderBySql(page: NormalizedPage, columns: ColumnMap, dialect: Dialect, insertionKey: string): string | null {
+export function orderBySql(
+  page: NormalizedPage,
+  columns: ColumnMap,
+  dialect: Dialect,
+  insertionKey: string,
+): string | null {
   if (page.sortBy === null) return `${insertionKey} ASC`;
   const kind = columns[page.sortBy];
   if (kind === undefined) return null;

@@ -94,4 +94,3 @@ export function workerFromRow(row: WorkerRow): Worker {
 }
 
 export const spanFromData = (data: string): Span => JSON.parse(data) as Span;
-

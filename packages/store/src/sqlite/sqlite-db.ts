@@ -74,7 +74,9 @@ export class SqliteDb {
           current_rollout_id = excluded.current_rollout_id,
           current_attempt_id = excluded.current_attempt_id,
           last_dequeue_time = COALESCE(excluded.last_dequeue_time, workers.last_dequeue_time)`),
-      nextQueueSeq: p("SELECT COALESCE(MAX(queue_seq), 0) + 1 AS next FROM rollouts WHERE queue_seq IS NOT NULL"),
+      nextQueueSeq: p(
+        "SELECT COALESCE(MAX(queue_seq), 0) + 1 AS next FROM rollouts WHERE queue_seq IS NOT NULL",
+      ),
       queueHead: p("SELECT * FROM rollouts WHERE queue_seq IS NOT NULL ORDER BY queue_seq LIMIT ?"),
       popStale: p("UPDATE rollouts SET queue_seq = NULL WHERE rollout_id = ?"),
       latestResourcesId: p("SELECT resources_id FROM resources ORDER BY touch_seq DESC LIMIT 1"),
@@ -85,7 +87,9 @@ export class SqliteDb {
         ON CONFLICT (rollout_id) DO UPDATE SET value = MAX(value, excluded.value)`),
       nextSequence: p(`INSERT INTO span_sequences (rollout_id, value) VALUES (?, 1)
         ON CONFLICT (rollout_id) DO UPDATE SET value = value + 1 RETURNING value`),
-      dueRollouts: p("SELECT * FROM rollouts WHERE deadline IS NOT NULL AND deadline < ? ORDER BY deadline LIMIT ?"),
+      dueRollouts: p(
+        "SELECT * FROM rollouts WHERE deadline IS NOT NULL AND deadline < ? ORDER BY deadline LIMIT ?",
+      ),
       earliestDeadline: p("SELECT MIN(deadline) AS earliest FROM rollouts WHERE deadline IS NOT NULL"),
     };
   }
@@ -167,15 +171,16 @@ export class SqliteDb {
   persist(m: RolloutMutation, prev: Pick<RolloutRow, "deadline" | "queue_seq"> | null, pop = false): void {
     const r = m.rollout;
     const skip = !pop && prev !== null && !m.needsRolloutWrite(prev.deadline, prev.queue_seq !== null);
-    if (!skip) this.stmt.updateRolloutState.run({
-      rollout_id: r.rollout_id,
-      status: r.status,
-      end_time: r.end_time,
-      deadline: m.deadline,
-      attempt_count: m.attemptCount,
-      pop: pop ? 1 : 0,
-      enqueue: m.enqueue ? 1 : 0,
-    });
+    if (!skip)
+      this.stmt.updateRolloutState.run({
+        rollout_id: r.rollout_id,
+        status: r.status,
+        end_time: r.end_time,
+        deadline: m.deadline,
+        attempt_count: m.attemptCount,
+        pop: pop ? 1 : 0,
+        enqueue: m.enqueue ? 1 : 0,
+      });
     for (const a of m.created) this.stmt.insertAttempt.run(attemptParams(a));
     for (const a of m.changed.values()) this.stmt.updateAttempt.run(attemptParams(a));
     this.applyWorkerEvents(m.workerEvents, m.now);
@@ -194,7 +199,7 @@ export class SqliteDb {
     }
   }
 
-  /** Insert a span unless (rid, aid, span_id) exists; true when stored. Bumps the sequence counter. */
+  /** Insert a span unless (rid, aid, span_id) exists; true when stored. The caller bumps the counter. */
   insertSpan(span: Span): boolean {
     const info = this.stmt.insertSpan.run(
       span.rollout_id,
@@ -208,9 +213,12 @@ export class SqliteDb {
       span.end_time,
       toJsonRequired(span, "span"),
     );
-    if (info.changes === 0) return false;
-    this.stmt.bumpSequence.run(span.rollout_id, span.sequence_id);
-    return true;
+    return info.changes > 0;
+  }
+
+  /** counter := max(counter, seq) for a rollout. */
+  bumpSequence(rid: string, seq: number): void {
+    this.stmt.bumpSequence.run(rid, seq);
   }
 
   nextSequence(rid: string): number {

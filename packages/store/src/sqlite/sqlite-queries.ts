@@ -8,8 +8,8 @@ import {
   type AttemptQuery,
   type FilterSpec,
   type NamedResources,
-  newResourcesId,
   type NormalizedPage,
+  newResourcesId,
   normalizeAttemptQuery,
   normalizeResourcesQuery,
   normalizeRolloutQuery,
@@ -27,7 +27,13 @@ import {
   type Worker,
   type WorkerQuery,
 } from "@agl/core";
-import { ATTEMPT_COLUMNS, RESOURCES_COLUMNS, ROLLOUT_COLUMNS, SPAN_COLUMNS, WORKER_COLUMNS } from "../shared/columns.js";
+import {
+  ATTEMPT_COLUMNS,
+  RESOURCES_COLUMNS,
+  ROLLOUT_COLUMNS,
+  SPAN_COLUMNS,
+  WORKER_COLUMNS,
+} from "../shared/columns.js";
 import { toJson, toJsonRequired } from "../shared/schemas.js";
 import { type ColumnMap, limitSql, orderBySql, sqliteDialect, whereSql } from "../shared/sql-query.js";
 import {
@@ -63,25 +69,36 @@ export class SqliteQueries {
   ): PaginatedResult<T> {
     const params: unknown[] = extra ? [...extra.params] : [];
     const where = whereSql(filter, columns, sqliteDialect, params, extra ? [extra.sql] : []);
-    const total = (this.db.prepared<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`).get(...params) as {
-      n: number;
-    }).n;
+    const total = (
+      this.db.prepared<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`).get(...params) as {
+        n: number;
+      }
+    ).n;
     const orderBy = orderBySql(page, columns, sqliteDialect, insertionKey);
     if (orderBy === null) {
-      const rows = this.db.prepared<Row>(`SELECT * FROM ${table} WHERE ${where} ORDER BY ${insertionKey}`).all(...params);
+      const rows = this.db
+        .prepared<Row>(`SELECT * FROM ${table} WHERE ${where} ORDER BY ${insertionKey}`)
+        .all(...params);
       const sorted = sortItems(rows.map(convert), page.sortBy, page.sortOrder);
       return paginate(sorted, page.limit, page.offset);
     }
     const pageParams = [...params];
     const limit = limitSql(page, sqliteDialect, pageParams);
-    const rows = this.db.prepared<Row>(`SELECT * FROM ${table} WHERE ${where} ORDER BY ${orderBy}${limit}`).all(...pageParams);
+    const rows = this.db
+      .prepared<Row>(`SELECT * FROM ${table} WHERE ${where} ORDER BY ${orderBy}${limit}`)
+      .all(...pageParams);
     return { items: rows.map(convert), limit: page.limit, offset: page.offset, total };
   }
 
   rollouts(query: RolloutQuery): PaginatedResult<Rollout | AttemptedRollout> {
     const { filter, page } = normalizeRolloutQuery(query);
-    const result = this.page<RolloutRow, Rollout & { _count?: number }>("rollouts", ROLLOUT_COLUMNS, filter, page, "pk", (row) =>
-      rolloutFromRow(row),
+    const result = this.page<RolloutRow, Rollout & { _count?: number }>(
+      "rollouts",
+      ROLLOUT_COLUMNS,
+      filter,
+      page,
+      "pk",
+      (row) => rolloutFromRow(row),
     );
     const latest = this.latestAttempts(result.items.map((r) => r.rollout_id));
     return {
@@ -123,17 +140,27 @@ export class SqliteQueries {
   existingRolloutIds(ids: readonly string[]): Set<string> {
     if (ids.length === 0) return new Set();
     const rows = this.db
-      .prepared<{ rollout_id: string }>(`SELECT rollout_id FROM rollouts WHERE rollout_id IN (SELECT value FROM json_each(?))`)
+      .prepared<{ rollout_id: string }>(
+        `SELECT rollout_id FROM rollouts WHERE rollout_id IN (SELECT value FROM json_each(?))`,
+      )
       .all(JSON.stringify(ids));
     return new Set(rows.map((r) => r.rollout_id));
   }
 
   attempts(rid: string, query: AttemptQuery): PaginatedResult<Attempt> {
     const { filter, page } = normalizeAttemptQuery(query);
-    return this.page<AttemptRow, Attempt>("attempts", ATTEMPT_COLUMNS, filter, page, "sequence_id", attemptFromRow, {
-      sql: "rollout_id = ?",
-      params: [rid],
-    });
+    return this.page<AttemptRow, Attempt>(
+      "attempts",
+      ATTEMPT_COLUMNS,
+      filter,
+      page,
+      "sequence_id",
+      attemptFromRow,
+      {
+        sql: "rollout_id = ?",
+        params: [rid],
+      },
+    );
   }
 
   spans(rid: string, query: SpanQuery): PaginatedResult<Span> {
@@ -146,15 +173,30 @@ export class SqliteQueries {
       aid = latest.attempt_id;
     }
     const must = aid === null ? [] : [{ field: "attempt_id" as const, op: "exact" as const, value: aid }];
-    return this.page<{ data: string }, Span>("spans", SPAN_COLUMNS, { ...filter, must }, page, "pk", (row) => spanFromData(row.data), {
-      sql: "rollout_id = ?",
-      params: [rid],
-    });
+    return this.page<{ data: string }, Span>(
+      "spans",
+      SPAN_COLUMNS,
+      { ...filter, must },
+      page,
+      "pk",
+      (row) => spanFromData(row.data),
+      {
+        sql: "rollout_id = ?",
+        params: [rid],
+      },
+    );
   }
 
   resources(query: ResourcesQuery): PaginatedResult<ResourcesUpdate> {
     const { filter, page } = normalizeResourcesQuery(query);
-    return this.page<ResourcesRow, ResourcesUpdate>("resources", RESOURCES_COLUMNS, filter, page, "pk", resourcesFromRow);
+    return this.page<ResourcesRow, ResourcesUpdate>(
+      "resources",
+      RESOURCES_COLUMNS,
+      filter,
+      page,
+      "pk",
+      resourcesFromRow,
+    );
   }
 
   resourcesById(id: string): ResourcesUpdate | null {
@@ -165,27 +207,37 @@ export class SqliteQueries {
   }
 
   latestResources(): ResourcesUpdate | null {
-    const row = this.db.prepared<ResourcesRow>("SELECT * FROM resources ORDER BY touch_seq DESC LIMIT 1").get() as
-      | ResourcesRow
-      | undefined;
+    const row = this.db
+      .prepared<ResourcesRow>("SELECT * FROM resources ORDER BY touch_seq DESC LIMIT 1")
+      .get() as ResourcesRow | undefined;
     return row ? resourcesFromRow(row) : null;
   }
 
   /** Add (id null) or upsert resources; the result becomes the latest. Run inside a write transaction. */
   putResources(id: string | null, resources: NamedResources, now: number): ResourcesUpdate {
     const existing = id === null ? null : this.resourcesById(id);
-    const touch = (this.db.prepared<{ t: number }>("SELECT COALESCE(MAX(touch_seq), 0) + 1 AS t FROM resources").get() as {
-      t: number;
-    }).t;
+    const touch = (
+      this.db.prepared<{ t: number }>("SELECT COALESCE(MAX(touch_seq), 0) + 1 AS t FROM resources").get() as {
+        t: number;
+      }
+    ).t;
     const json = toJsonRequired(resources, "resources");
     if (existing) {
       const update = { ...existing, resources, update_time: now, version: existing.version + 1 };
       this.db
-        .prepared("UPDATE resources SET resources = ?, update_time = ?, version = ?, touch_seq = ? WHERE resources_id = ?")
+        .prepared(
+          "UPDATE resources SET resources = ?, update_time = ?, version = ?, touch_seq = ? WHERE resources_id = ?",
+        )
         .run(json, now, update.version, touch, update.resources_id);
       return update;
     }
-    const update: ResourcesUpdate = { resources_id: id ?? newResourcesId(), resources, create_time: now, update_time: now, version: 1 };
+    const update: ResourcesUpdate = {
+      resources_id: id ?? newResourcesId(),
+      resources,
+      create_time: now,
+      update_time: now,
+      version: 1,
+    };
     this.db
       .prepared(
         "INSERT INTO resources (resources_id, resources, create_time, update_time, version, touch_seq) VALUES (?, ?, ?, ?, ?, ?)",
@@ -196,11 +248,20 @@ export class SqliteQueries {
 
   workers(query: WorkerQuery): PaginatedResult<Worker> {
     const { filter, page } = normalizeWorkerQuery(query);
-    return this.page<WorkerRow, Worker>("workers", WORKER_COLUMNS, filter as FilterSpec<Worker>, page, "pk", workerFromRow);
+    return this.page<WorkerRow, Worker>(
+      "workers",
+      WORKER_COLUMNS,
+      filter as FilterSpec<Worker>,
+      page,
+      "pk",
+      workerFromRow,
+    );
   }
 
   workerById(id: string): Worker | null {
-    const row = this.db.prepared<WorkerRow>("SELECT * FROM workers WHERE worker_id = ?").get(id) as WorkerRow | undefined;
+    const row = this.db.prepared<WorkerRow>("SELECT * FROM workers WHERE worker_id = ?").get(id) as
+      | WorkerRow
+      | undefined;
     return row ? workerFromRow(row) : null;
   }
 
@@ -212,7 +273,12 @@ export class SqliteQueries {
          ON CONFLICT (worker_id) DO UPDATE SET last_heartbeat_time = excluded.last_heartbeat_time,
            heartbeat_stats = CASE WHEN ? THEN excluded.heartbeat_stats ELSE workers.heartbeat_stats END`,
       )
-      .run(id, stats === undefined ? null : toJson(stats, "heartbeat_stats"), now, stats === undefined ? 0 : 1);
+      .run(
+        id,
+        stats === undefined ? null : toJson(stats, "heartbeat_stats"),
+        now,
+        stats === undefined ? 0 : 1,
+      );
     return this.workerById(id)!;
   }
 }

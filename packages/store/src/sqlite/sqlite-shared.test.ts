@@ -35,13 +35,22 @@ describe("SqliteLightningStore schema and settings", () => {
     const db = new Database(file);
     try {
       expect(migrateSqlite(db)).toEqual([]);
-      const rows = db.prepare("SELECT version FROM schema_migrations ORDER BY version").all() as Array<{ version: number }>;
+      const rows = db.prepare("SELECT version FROM schema_migrations ORDER BY version").all() as Array<{
+        version: number;
+      }>;
       expect(rows.map((r) => r.version)).toEqual(SQLITE_MIGRATIONS.map((m) => m.version));
       expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
-      const indexes = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'index'").all() as Array<{ name: string }>).map(
-        (r) => r.name,
+      const indexes = (
+        db.prepare("SELECT name FROM sqlite_master WHERE type = 'index'").all() as Array<{ name: string }>
+      ).map((r) => r.name);
+      expect(indexes).toEqual(
+        expect.arrayContaining([
+          "rollouts_queue",
+          "rollouts_deadline",
+          "spans_by_attempt",
+          "spans_by_sequence",
+        ]),
       );
-      expect(indexes).toEqual(expect.arrayContaining(["rollouts_queue", "rollouts_deadline", "spans_by_attempt", "spans_by_sequence"]));
     } finally {
       db.close();
     }
@@ -52,7 +61,10 @@ describe("SqliteLightningStore schema and settings", () => {
     const db = new Database(file);
     try {
       expect(migrateSqlite(db)).toEqual([1]);
-      const extra = [...SQLITE_MIGRATIONS, { version: 99, name: "test column", sql: "ALTER TABLE workers ADD COLUMN note TEXT" }];
+      const extra = [
+        ...SQLITE_MIGRATIONS,
+        { version: 99, name: "test column", sql: "ALTER TABLE workers ADD COLUMN note TEXT" },
+      ];
       expect(migrateSqlite(db, extra)).toEqual([99]);
       expect(migrateSqlite(db, extra)).toEqual([]);
     } finally {

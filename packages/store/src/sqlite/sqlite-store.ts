@@ -11,12 +11,16 @@ import {
   type AttemptPatch,
   AttemptPatchSchema,
   type AttemptQuery,
+  assertRolloutTransition,
   type EnqueueRolloutRequest,
   EnqueueRolloutRequestSchema,
   type LightningStore,
   type NamedResources,
   NamedResourcesSchema,
+  newRolloutId,
+  nowSeconds,
   type PaginatedResult,
+  parseOrThrow,
   type ResourcesQuery,
   type ResourcesUpdate,
   type Rollout,
@@ -30,15 +34,11 @@ import {
   SpanSchema,
   type StartRolloutRequest,
   type StoreCapabilities,
-  type StoreStatistics,
   StoreClosedError,
+  type StoreStatistics,
+  spanFromReadable,
   type Worker,
   type WorkerQuery,
-  assertRolloutTransition,
-  newRolloutId,
-  nowSeconds,
-  parseOrThrow,
-  spanFromReadable,
   watchdogVerdict,
 } from "@agl/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
@@ -60,8 +60,8 @@ import {
   WaitSchema,
   WorkerUpdateSchema,
 } from "../shared/schemas.js";
-import { Watchdog } from "../shared/watchdog.js";
 import { acquireHub, type CompletionHub, releaseHub, waitForTerminal } from "../shared/waiters.js";
+import { Watchdog } from "../shared/watchdog.js";
 import { migrateSqlite } from "./migrations.js";
 import { type RolloutRow, rolloutFromRow } from "./rows.js";
 import { SqliteDb } from "./sqlite-db.js";
@@ -76,7 +76,12 @@ export type SqliteStoreOptions = DurableStoreOptions & z.input<typeof SqliteStor
 type EnqueueParsed = z.output<typeof EnqueueRolloutRequestSchema>;
 
 export class SqliteLightningStore implements LightningStore {
-  readonly capabilities: StoreCapabilities = { thread_safe: true, async_safe: true, zero_copy: false, otlp_traces: false };
+  readonly capabilities: StoreCapabilities = {
+    thread_safe: true,
+    async_safe: true,
+    zero_copy: false,
+    otlp_traces: false,
+  };
   readonly path: string;
   private readonly db: Database.Database;
   private readonly data: SqliteDb;
@@ -165,7 +170,12 @@ export class SqliteLightningStore implements LightningStore {
     return earliest;
   }
 
-  private newRollout(req: EnqueueParsed, status: Rollout["status"], now: number, latestResources: string | null): Rollout {
+  private newRollout(
+    req: EnqueueParsed,
+    status: Rollout["status"],
+    now: number,
+    latestResources: string | null,
+  ): Rollout {
     return {
       rollout_id: newRolloutId(),
       input: req.input,
@@ -181,7 +191,8 @@ export class SqliteLightningStore implements LightningStore {
 
   async statistics(): Promise<StoreStatistics> {
     const db = this.enter();
-    const count = (table: string) => (db.prepared<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
+    const count = (table: string) =>
+      (db.prepared<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
     return {
       name: "SqliteLightningStore",
       total_rollouts: count("rollouts"),
@@ -235,7 +246,10 @@ export class SqliteLightningStore implements LightningStore {
     return (await this.dequeueManyRollouts({ limit: 1, workerId }))[0] ?? null;
   }
 
-  async dequeueManyRollouts(options: { limit: number; workerId?: string | null }): Promise<AttemptedRollout[]> {
+  async dequeueManyRollouts(options: {
+    limit: number;
+    workerId?: string | null;
+  }): Promise<AttemptedRollout[]> {
     const { limit, workerId } = parseOrThrow(DequeueManySchema, options, "options");
     if (limit <= 0) {
       this.enter();
@@ -269,7 +283,10 @@ export class SqliteLightningStore implements LightningStore {
     });
   }
 
-  async startAttempt(rolloutId: string, options: { workerId?: string | null } = {}): Promise<AttemptedRollout> {
+  async startAttempt(
+    rolloutId: string,
+    options: { workerId?: string | null } = {},
+  ): Promise<AttemptedRollout> {
     const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
     const { workerId } = parseOrThrow(DequeueOptionsSchema, options, "options");
     return this.write((db, effects) => {
@@ -316,7 +333,10 @@ export class SqliteLightningStore implements LightningStore {
     });
   }
 
-  async waitForRollouts(rolloutIds: string[], options: { timeoutSeconds?: number | null } = {}): Promise<Rollout[]> {
+  async waitForRollouts(
+    rolloutIds: string[],
+    options: { timeoutSeconds?: number | null } = {},
+  ): Promise<Rollout[]> {
     const { rolloutIds: ids, timeoutSeconds } = parseOrThrow(WaitSchema, { rolloutIds, ...options }, "");
     this.enter();
     const unique = [...new Set(ids)];
@@ -359,7 +379,11 @@ export class SqliteLightningStore implements LightningStore {
     return row ? db.latestAttempt(row) : null;
   }
 
-  async updateAttempt(rolloutId: string, attemptId: string | "latest", patch: AttemptPatch): Promise<Attempt> {
+  async updateAttempt(
+    rolloutId: string,
+    attemptId: string | "latest",
+    patch: AttemptPatch,
+  ): Promise<Attempt> {
     const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
     const aid = parseOrThrow(IdSchema, attemptId, "attempt_id");
     const p = parseOrThrow(AttemptPatchSchema, patch, "patch");
@@ -430,22 +454,34 @@ export class SqliteLightningStore implements LightningStore {
   }
 
   /** Check every target first (a bad span stores nothing), insert, then record one activity per attempt. */
-  private storeSpans(db: SqliteDb, effects: { terminal: string[]; deadlines: Array<number | null> }, spans: Span[]): Span[] {
-    const rollouts = new Map<string, { loaded: ReturnType<SqliteDb["load"]>; attempts: Map<string, Attempt> }>();
+  private storeSpans(
+    db: SqliteDb,
+    effects: { terminal: string[]; deadlines: Array<number | null> },
+    spans: Span[],
+  ): Span[] {
+    const rollouts = new Map<
+      string,
+      { loaded: ReturnType<SqliteDb["load"]>; attempts: Map<string, Attempt> }
+    >();
     for (const s of spans) {
       let entry = rollouts.get(s.rollout_id);
-      if (!entry) rollouts.set(s.rollout_id, (entry = { loaded: db.load(s.rollout_id), attempts: new Map() }));
-      if (!entry.attempts.has(s.attempt_id)) entry.attempts.set(s.attempt_id, db.attempt(entry.loaded, s.attempt_id));
+      if (!entry)
+        rollouts.set(s.rollout_id, (entry = { loaded: db.load(s.rollout_id), attempts: new Map() }));
+      if (!entry.attempts.has(s.attempt_id))
+        entry.attempts.set(s.attempt_id, db.attempt(entry.loaded, s.attempt_id));
     }
     const stored: Span[] = [];
     const active = new Map<string, Set<string>>();
+    const maxSeq = new Map<string, number>();
     for (const s of spans) {
       if (!db.insertSpan(s)) continue;
       stored.push(s);
+      maxSeq.set(s.rollout_id, Math.max(maxSeq.get(s.rollout_id) ?? 0, s.sequence_id));
       let set = active.get(s.rollout_id);
       if (!set) active.set(s.rollout_id, (set = new Set()));
       set.add(s.attempt_id);
     }
+    for (const [rid, seq] of maxSeq) db.bumpSequence(rid, seq);
     const now = nowSeconds();
     for (const [rid, aids] of active) {
       const { loaded, attempts } = rollouts.get(rid)!;
@@ -456,14 +492,23 @@ export class SqliteLightningStore implements LightningStore {
     return stored;
   }
 
-  async addOtelSpan(rolloutId: string, attemptId: string, span: ReadableSpan, sequenceId?: number): Promise<Span | null> {
+  async addOtelSpan(
+    rolloutId: string,
+    attemptId: string,
+    span: ReadableSpan,
+    sequenceId?: number,
+  ): Promise<Span | null> {
     const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
     const aid = parseOrThrow(IdSchema, attemptId, "attempt_id");
     const readable = parseOrThrow(ReadableSpanSchema, span, "span");
     const seq = parseOrThrow(SequenceIdSchema, sequenceId, "sequence_id");
     return this.write((db, effects) => {
       db.attempt(db.load(rid), aid);
-      const converted = spanFromReadable(readable, { rolloutId: rid, attemptId: aid, sequenceId: seq ?? db.nextSequence(rid) });
+      const converted = spanFromReadable(readable, {
+        rolloutId: rid,
+        attemptId: aid,
+        sequenceId: seq ?? db.nextSequence(rid),
+      });
       const parsed = parseOrThrow(SpanSchema, converted, "span");
       return this.storeSpans(db, effects, [parsed])[0] ?? null;
     });
@@ -499,7 +544,10 @@ export class SqliteLightningStore implements LightningStore {
     return this.queries.workerById(wid);
   }
 
-  async updateWorker(workerId: string, update: { heartbeat_stats?: Record<string, unknown> | null } = {}): Promise<Worker> {
+  async updateWorker(
+    workerId: string,
+    update: { heartbeat_stats?: Record<string, unknown> | null } = {},
+  ): Promise<Worker> {
     const wid = parseOrThrow(IdSchema, workerId, "worker_id");
     const u = parseOrThrow(WorkerUpdateSchema, update, "update");
     return this.write(() => this.queries.heartbeatWorker(wid, u.heartbeat_stats, nowSeconds()));

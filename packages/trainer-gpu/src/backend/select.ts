@@ -45,7 +45,8 @@ let currentKey: string | undefined;
 
 export function parseBackendName(name: string): BackendName {
   const b = ALIASES[name.trim().toLowerCase()];
-  if (!b) throw new Error(`Unknown TensorFlow.js backend "${name}"; expected one of ${BACKEND_ORDER.join(", ")}`);
+  if (!b)
+    throw new Error(`Unknown TensorFlow.js backend "${name}"; expected one of ${BACKEND_ORDER.join(", ")}`);
   return b;
 }
 
@@ -63,7 +64,8 @@ function assertNativeAddon(pkg: string): void {
     throw new Error(`Cannot find module '${pkg}'`);
   }
   const lib = join(root, "lib");
-  const built = existsSync(lib) && readdirSync(lib).some((d) => existsSync(join(lib, d, "tfjs_binding.node")));
+  const built =
+    existsSync(lib) && readdirSync(lib).some((d) => existsSync(join(lib, d, "tfjs_binding.node")));
   if (!built) throw new Error(`${pkg}: tfjs_binding.node missing`);
 }
 
@@ -123,13 +125,17 @@ async function select(options: SelectBackendOptions): Promise<BackendSelection> 
     try {
       await tryLoad(backend);
       const why = skipped.map((s) => `${s.backend}: ${s.reason}`).join("; ");
-      log(`[agl] tfjs backend: ${backend}${why ? ` (faster ones skipped - ${why})` : " (fastest available)"}`);
+      log(
+        `[agl] tfjs backend: ${backend}${why ? ` (faster ones skipped - ${why})` : " (fastest available)"}`,
+      );
       return { backend, skipped, forced: false };
     } catch (error) {
       skipped.push({ backend, reason: shortReason(error) });
     }
   }
-  throw new Error(`No TensorFlow.js backend could be loaded: ${skipped.map((s) => `${s.backend}: ${s.reason}`).join("; ")}`);
+  throw new Error(
+    `No TensorFlow.js backend could be loaded: ${skipped.map((s) => `${s.backend}: ${s.reason}`).join("; ")}`,
+  );
 }
 
 /**

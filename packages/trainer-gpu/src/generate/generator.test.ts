@@ -1,7 +1,7 @@
 import * as tf from "@tensorflow/tfjs";
 import { describe, expect, it } from "vitest";
 import { tinySetup } from "../test-support/tiny.js";
-import { Generator } from "./generator.js";
+import { type GenerateResult, Generator } from "./generator.js";
 import { createRng, sampleToken } from "./sampling.js";
 
 const prompts = ["hi", "a much longer prompt than the first one", "mid", "x", "another prompt"];
@@ -11,8 +11,14 @@ describe("Generator (dynamic batching)", () => {
     const { model, tokenizer, template } = await tinySetup(21);
     const gen = new Generator(model, tokenizer);
     const ids = prompts.map((p) => template.encodeChat([{ role: "user", content: p }]).ids);
-    const params = (i: number) => ({ promptIds: ids[i]!, seed: 100 + i, maxTokens: 8 + 5 * i, ignoreEos: true, temperature: 0.9 });
-    const alone = [];
+    const params = (i: number) => ({
+      promptIds: ids[i]!,
+      seed: 100 + i,
+      maxTokens: 8 + 5 * i,
+      ignoreEos: true,
+      temperature: 0.9,
+    });
+    const alone: GenerateResult[] = [];
     for (let i = 0; i < ids.length; i++) alone.push(await gen.generate(params(i)));
     const stepsAlone = gen.steps;
 
@@ -31,7 +37,7 @@ describe("Generator (dynamic batching)", () => {
     const stepsTogether = gen.steps - stepsAlone;
     together.forEach((r, i) => {
       expect(r.tokenIds).toEqual(alone[i]!.tokenIds);
-      r.tokens.forEach((t, j) => expect(t.logprob).toBeCloseTo(alone[i]!.tokens[j]!.logprob, 4));
+      for (const [j, t] of r.tokens.entries()) expect(t.logprob).toBeCloseTo(alone[i]!.tokens[j]!.logprob, 4);
       expect(r.finishReason).toBe("length");
     });
     // Batched: far fewer decode steps than running them one after another.
@@ -46,7 +52,10 @@ describe("Generator (dynamic batching)", () => {
     const promptIds = template.encodeChat([{ role: "user", content: "hello" }]).ids;
     const r = await gen.generate({ promptIds, seed: 1, maxTokens: 12, temperature: 0.7, ignoreEos: true });
     const full = tf.tidy(() => model.tokenLogProbs([[...promptIds, ...r.tokenIds]]).arraySync()[0]!);
-    const scaled = tf.tidy(() => model.tokenLogProbs([[...promptIds, ...r.tokenIds]], undefined, { temperature: 0.7 }).arraySync()[0]!);
+    const scaled = tf.tidy(
+      () =>
+        model.tokenLogProbs([[...promptIds, ...r.tokenIds]], undefined, { temperature: 0.7 }).arraySync()[0]!,
+    );
     r.tokens.forEach((t, j) => {
       expect(Math.abs(t.logprob - full[promptIds.length - 1 + j]!)).toBeLessThan(1e-4);
       expect(Math.abs(t.samplingLogprob - scaled[promptIds.length - 1 + j]!)).toBeLessThan(1e-4);
@@ -60,11 +69,24 @@ describe("Generator (dynamic batching)", () => {
     const promptIds = [tokenizer.bosId, ...tokenizer.encode("abc")];
     const free = await gen.generate({ promptIds, seed: 5, maxTokens: 30, ignoreEos: true });
     const stopChar = free.text.slice(4, 6);
-    const stopped = await gen.generate({ promptIds, seed: 5, maxTokens: 30, ignoreEos: true, stop: [stopChar] });
+    const stopped = await gen.generate({
+      promptIds,
+      seed: 5,
+      maxTokens: 30,
+      ignoreEos: true,
+      stop: [stopChar],
+    });
     expect(stopped.finishReason).toBe("stop");
     expect(stopped.text).toBe(free.text.slice(0, free.text.indexOf(stopChar)));
     const streamed: string[] = [];
-    await gen.generate({ promptIds, seed: 5, maxTokens: 30, ignoreEos: true, stop: [stopChar], onToken: (e) => streamed.push(e.textDelta) });
+    await gen.generate({
+      promptIds,
+      seed: 5,
+      maxTokens: 30,
+      ignoreEos: true,
+      stop: [stopChar],
+      onToken: (e) => streamed.push(e.textDelta),
+    });
     expect(streamed.join("")).toBe(stopped.text);
     const long = await gen.generate({ promptIds, seed: 5, maxTokens: 1000, ignoreEos: true });
     expect(long.finishReason).toBe("length");
@@ -107,9 +129,11 @@ describe("sampleToken", () => {
   it("top-k 1 is greedy and top-p keeps the nucleus", () => {
     const logits = [0, 3, 1, 2];
     const rng = createRng(1);
-    for (let i = 0; i < 20; i++) expect(sampleToken(logits, { temperature: 1, topK: 1, topP: 1 }, rng).id).toBe(1);
+    for (let i = 0; i < 20; i++)
+      expect(sampleToken(logits, { temperature: 1, topK: 1, topP: 1 }, rng).id).toBe(1);
     const seen = new Set<number>();
-    for (let i = 0; i < 200; i++) seen.add(sampleToken(logits, { temperature: 1, topK: 0, topP: 0.7 }, rng).id);
+    for (let i = 0; i < 200; i++)
+      seen.add(sampleToken(logits, { temperature: 1, topK: 0, topP: 0.7 }, rng).id);
     // p = [.03,.64,.09,.24]: the 0.7 nucleus is {1, 3}.
     expect([...seen].sort()).toEqual([1, 3]);
     const s = sampleToken(logits, { temperature: 1, topK: 2, topP: 1 }, rng);

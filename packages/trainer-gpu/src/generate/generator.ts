@@ -1,13 +1,14 @@
 import { randomInt } from "node:crypto";
 import * as tf from "@tensorflow/tfjs";
-import type { LayerKV, PolicyModel } from "../model/policy-model.js";
+import type { PolicyModel } from "../model/policy-model.js";
 import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import { BatchCache } from "./batch-cache.js";
 import { createRng, type SampledToken, sampleToken, topLogprobs } from "./sampling.js";
 
 /**
  * The generation engine: a dynamic-batching scheduler over one KV cache.
  *
- * All running sequences share one right-aligned cache `[S, H, dh, L]` (keys) / `[S, H, L, dh]` (values):
+ * All running sequences share one right-aligned cache `[S, H, L, dh]` (keys and values):
  * each decode step appends one column for every sequence, so a sequence of length n occupies the last n
  * columns and the columns before it are masked. A request that arrives mid-flight is prefilled alone,
  * left-padded to the batch width and concatenated as a new row; finished rows are gathered out and
@@ -76,8 +77,6 @@ interface Seq {
   /** Position of the next input token (= sequence length so far). */
   pos: number;
   lastToken: number;
-  /** First cache column this sequence uses. */
-  startCol: number;
   text: string;
   emitted: number;
   finish?: FinishReason;
@@ -93,8 +92,7 @@ export class Generator {
   readonly maxBatchSize: number;
   private queue: Seq[] = [];
   private active: Seq[] = [];
-  private cache: LayerKV[] | undefined;
-  private width = 0;
+  private readonly cache = new BatchCache();
   private running = false;
   private paused = false;
   private drainWaiters: Array<() => void> = [];
@@ -146,7 +144,9 @@ export class Generator {
     const ctx = this.model.config.contextLength;
     if (request.promptIds.length === 0) return Promise.reject(new Error("promptIds must not be empty"));
     if (request.promptIds.length >= ctx) {
-      return Promise.reject(new Error(`prompt of ${request.promptIds.length} tokens leaves no room in the context of ${ctx}`));
+      return Promise.reject(
+        new Error(`prompt of ${request.promptIds.length} tokens leaves no room in the context of ${ctx}`),
+      );
     }
     return new Promise<GenerateResult>((resolve, reject) => {
       const seq: Seq = {
@@ -157,7 +157,6 @@ export class Generator {
         tokens: [],
         pos: request.promptIds.length,
         lastToken: -1,
-        startCol: 0,
         text: "",
         emitted: 0,
         group,
@@ -234,7 +233,7 @@ export class Generator {
       for (const s of [...this.active, ...this.queue]) s.reject(error);
       this.active = [];
       this.queue = [];
-      this.resetCache();
+      this.cache.reset();
     } finally {
       this.running = false;
       this.notifyDrained();
@@ -247,15 +246,6 @@ export class Generator {
     const waiters = this.drainWaiters;
     this.drainWaiters = [];
     for (const w of waiters) w();
-  }
-
-  private resetCache(): void {
-    for (const c of this.cache ?? []) {
-      c.kT.dispose();
-      c.v.dispose();
-    }
-    this.cache = undefined;
-    this.width = 0;
   }
 
   private admit(): void {
@@ -272,69 +262,25 @@ export class Generator {
       const { logits, cache } = this.model.prefill(seq.req.promptIds);
       this.accept(seq, logits);
       if (seq.finish) {
-        for (const c of cache) {
-          c.kT.dispose();
-          c.v.dispose();
-        }
+        for (const c of cache) tf.dispose([c.k, c.v]);
         this.complete(seq);
         continue;
       }
-      this.join(seq, cache, seq.req.promptIds.length);
-    }
-  }
-
-  /** Add a prefilled sequence's cache `[1,.., P]` as a new row, padding whichever side is narrower. */
-  private join(seq: Seq, cache: LayerKV[], P: number): void {
-    if (!this.cache) {
-      this.cache = cache;
-      this.width = P;
-      seq.startCol = 0;
+      this.cache.addRow(cache, seq.req.promptIds.length);
       this.active.push(seq);
-      return;
     }
-    const L = this.width;
-    const grow = Math.max(0, P - L);
-    const padNew = Math.max(0, L - P);
-    const next = this.cache.map((old, l) => {
-      const fresh = cache[l] as LayerKV;
-      const merged = tf.tidy(() => {
-        const oldK = grow ? tf.pad(old.kT, [[0, 0], [0, 0], [0, 0], [grow, 0]]) : old.kT;
-        const oldV = grow ? tf.pad(old.v, [[0, 0], [0, 0], [grow, 0], [0, 0]]) : old.v;
-        const newK = padNew ? tf.pad(fresh.kT, [[0, 0], [0, 0], [0, 0], [padNew, 0]]) : fresh.kT;
-        const newV = padNew ? tf.pad(fresh.v, [[0, 0], [0, 0], [padNew, 0], [0, 0]]) : fresh.v;
-        return { kT: tf.concat([oldK, newK], 0) as tf.Tensor4D, v: tf.concat([oldV, newV], 0) as tf.Tensor4D };
-      });
-      old.kT.dispose();
-      old.v.dispose();
-      fresh.kT.dispose();
-      fresh.v.dispose();
-      return merged;
-    });
-    this.cache = next;
-    if (grow) for (const s of this.active) s.startCol += grow;
-    this.width = L + grow;
-    seq.startCol = padNew;
-    this.active.push(seq);
   }
 
   private step(): void {
-    const S = this.active.length;
-    const L = this.width;
-    const bias = new Float32Array(S * (L + 1));
-    this.active.forEach((s, i) => {
-      for (let c = 0; c < s.startCol; c++) bias[i * (L + 1) + c] = -1e9;
-    });
-    const biasT = tf.tensor4d(bias, [S, 1, 1, L + 1]);
+    const bias = this.cache.stepBias();
     const { logits, cache } = this.model.decodeStep(
       this.active.map((s) => s.lastToken),
       this.active.map((s) => s.pos - 1),
-      this.cache as LayerKV[],
-      biasT,
+      this.cache.current,
+      bias,
     );
-    biasT.dispose();
-    this.resetCache();
-    this.cache = cache;
-    this.width = L + 1;
+    bias.dispose();
+    this.cache.advance(cache);
     this._steps++;
     const V = this.model.config.vocabSize;
     this.active.forEach((s, i) => {
@@ -384,37 +330,15 @@ export class Generator {
   }
 
   private evictFinished(): void {
+    if (!this.active.some((s) => s.finish)) return;
     const keep: number[] = [];
     const done: Seq[] = [];
     this.active.forEach((s, i) => {
       if (s.finish) done.push(s);
       else keep.push(i);
     });
-    if (done.length === 0) return;
-    const kept = keep.map((i) => this.active[i] as Seq);
-    if (kept.length === 0) {
-      this.resetCache();
-    } else {
-      const minStart = Math.min(...kept.map((s) => s.startCol));
-      const cols = this.width - minStart;
-      const idx = tf.tensor1d(keep, "int32");
-      const next = (this.cache as LayerKV[]).map((c) => {
-        const out = tf.tidy(() => {
-          const [S, H, dh] = [keep.length, c.kT.shape[1], c.kT.shape[2]];
-          const k = tf.slice(tf.gather(c.kT, idx, 0), [0, 0, 0, minStart], [S, H, dh, cols]) as tf.Tensor4D;
-          const v = tf.slice(tf.gather(c.v, idx, 0), [0, 0, minStart, 0], [S, H, cols, dh]) as tf.Tensor4D;
-          return { kT: k, v };
-        });
-        c.kT.dispose();
-        c.v.dispose();
-        return out;
-      });
-      idx.dispose();
-      this.cache = next;
-      this.width = cols;
-      for (const s of kept) s.startCol -= minStart;
-    }
-    this.active = kept;
+    this.cache.keepRows(keep);
+    this.active = keep.map((i) => this.active[i] as Seq);
     for (const s of done) this.complete(s);
   }
 

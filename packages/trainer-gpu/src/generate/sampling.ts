@@ -49,7 +49,11 @@ export interface SampledToken {
   samplingLogprob: number;
 }
 
-export function sampleToken(logits: ArrayLike<number>, params: SamplingParams, rng: () => number): SampledToken {
+export function sampleToken(
+  logits: ArrayLike<number>,
+  params: SamplingParams,
+  rng: () => number,
+): SampledToken {
   const raw = logSoftmax(logits);
   const n = raw.length;
   if (params.temperature <= 0) {
@@ -58,7 +62,9 @@ export function sampleToken(logits: ArrayLike<number>, params: SamplingParams, r
     return { id: best, logprob: raw[best] as number, samplingLogprob: 0 };
   }
   const scaled = params.temperature === 1 ? raw : logSoftmax(logits, params.temperature);
-  const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => (scaled[b] as number) - (scaled[a] as number));
+  const order = Array.from({ length: n }, (_, i) => i).sort(
+    (a, b) => (scaled[b] as number) - (scaled[a] as number),
+  );
   let keep = n;
   if (params.topK > 0) keep = Math.min(keep, params.topK);
   if (params.topP < 1) {
@@ -84,7 +90,11 @@ export function sampleToken(logits: ArrayLike<number>, params: SamplingParams, r
       break;
     }
   }
-  return { id: chosen, logprob: raw[chosen] as number, samplingLogprob: (scaled[chosen] as number) - Math.log(total) };
+  return {
+    id: chosen,
+    logprob: raw[chosen] as number,
+    samplingLogprob: (scaled[chosen] as number) - Math.log(total),
+  };
 }
 
 /** The k most likely tokens under the raw distribution. */

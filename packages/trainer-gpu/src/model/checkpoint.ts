@@ -31,7 +31,11 @@ export class CheckpointError extends Error {
   }
 }
 
-const EntrySchema = z.object({ name: z.string(), shape: z.array(z.number().int().min(0)), offset: z.number().int().min(0) });
+const EntrySchema = z.object({
+  name: z.string(),
+  shape: z.array(z.number().int().min(0)),
+  offset: z.number().int().min(0),
+});
 type Entry = z.infer<typeof EntrySchema>;
 
 const ManifestSchema = z.object({
@@ -90,14 +94,21 @@ async function writeAtomic(path: string, data: string | Buffer): Promise<void> {
   await rename(tmp, path);
 }
 
-export async function saveCheckpoint(dir: string, model: PolicyModel, options: SaveCheckpointOptions): Promise<void> {
+export async function saveCheckpoint(
+  dir: string,
+  model: PolicyModel,
+  options: SaveCheckpointOptions,
+): Promise<void> {
   await mkdir(dir, { recursive: true });
   const weights = pack(model.weightNames.map((name) => ({ name, tensor: model.variable(name) })));
   let optimizer: Manifest["optimizer"] = null;
   let optBytes: Buffer | undefined;
   if (options.optimizer) {
     const named = await options.optimizer.getWeights();
-    const renamed = named.map((n) => ({ name: n.name.split(model.scope).join(MODEL_PLACEHOLDER), tensor: n.tensor }));
+    const renamed = named.map((n) => ({
+      name: n.name.split(model.scope).join(MODEL_PLACEHOLDER),
+      tensor: n.tensor,
+    }));
     const packed = pack(renamed);
     optBytes = packed.bytes;
     optimizer = { file: "optimizer.bin", sha256: sha256(packed.bytes), entries: packed.entries };
@@ -129,11 +140,17 @@ async function readBinary(dir: string, file: string, sha: string): Promise<Buffe
   return bytes;
 }
 
-function unpack(dir: string, file: string, bytes: Buffer, entries: Entry[]): Array<{ name: string; tensor: tf.Tensor }> {
+function unpack(
+  dir: string,
+  file: string,
+  bytes: Buffer,
+  entries: Entry[],
+): Array<{ name: string; tensor: tf.Tensor }> {
   const aligned = new Uint8Array(bytes).buffer;
   return entries.map((e) => {
     const size = e.shape.reduce((a, b) => a * b, 1);
-    if (e.offset + size * 4 > aligned.byteLength) throw new CheckpointError(dir, `${file} is truncated at "${e.name}"`);
+    if (e.offset + size * 4 > aligned.byteLength)
+      throw new CheckpointError(dir, `${file} is truncated at "${e.name}"`);
     return { name: e.name, tensor: tf.tensor(new Float32Array(aligned, e.offset, size), e.shape, "float32") };
   });
 }
@@ -146,19 +163,29 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
     throw new CheckpointError(dir, `policy.json is missing or not JSON (${(error as Error).message})`);
   }
   const fmt = raw as { format?: unknown; formatVersion?: unknown };
-  if (fmt?.format !== CHECKPOINT_FORMAT) throw new CheckpointError(dir, `not an ${CHECKPOINT_FORMAT} checkpoint`);
+  if (fmt?.format !== CHECKPOINT_FORMAT)
+    throw new CheckpointError(dir, `not an ${CHECKPOINT_FORMAT} checkpoint`);
   if (fmt.formatVersion !== CHECKPOINT_FORMAT_VERSION) {
-    throw new CheckpointError(dir, `format version ${String(fmt.formatVersion)} is not supported (expected ${CHECKPOINT_FORMAT_VERSION})`);
+    throw new CheckpointError(
+      dir,
+      `format version ${String(fmt.formatVersion)} is not supported (expected ${CHECKPOINT_FORMAT_VERSION})`,
+    );
   }
   const parsed = ManifestSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new CheckpointError(dir, `policy.json field ${issue?.path.join(".") || "(root)"}: ${issue?.message}`);
+    throw new CheckpointError(
+      dir,
+      `policy.json field ${issue?.path.join(".") || "(root)"}: ${issue?.message}`,
+    );
   }
   const m = parsed.data;
   const tokenizer = Tokenizer.fromConfig(m.tokenizer);
   if (tokenizer.vocabSize !== m.model.vocabSize) {
-    throw new CheckpointError(dir, `tokenizer vocabulary (${tokenizer.vocabSize}) does not match the model (${m.model.vocabSize})`);
+    throw new CheckpointError(
+      dir,
+      `tokenizer vocabulary (${tokenizer.vocabSize}) does not match the model (${m.model.vocabSize})`,
+    );
   }
   const bytes = await readBinary(dir, m.weights.file, m.weights.sha256);
   const tensors = unpack(dir, m.weights.file, bytes, m.weights.entries);

@@ -18,7 +18,9 @@ export type ModelConfigInput = z.input<typeof ModelConfigSchema>;
 export function parseModelConfig(input: ModelConfigInput): ModelConfig {
   const cfg = parseOrThrow(ModelConfigSchema, input, "model config");
   if (cfg.dModel % cfg.nHeads !== 0) {
-    throw new Error(`Invalid model config: dModel (${cfg.dModel}) must be divisible by nHeads (${cfg.nHeads})`);
+    throw new Error(
+      `Invalid model config: dModel (${cfg.dModel}) must be divisible by nHeads (${cfg.nHeads})`,
+    );
   }
   return cfg;
 }

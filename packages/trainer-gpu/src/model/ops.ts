@@ -40,7 +40,10 @@ const mmNTFunc = (...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
     value: tf.matMul(a as tf.Tensor3D, b as tf.Tensor3D, false, true),
     gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
       const [sa, sb] = saved as [tf.Tensor, tf.Tensor];
-      return [tf.matMul(dy as tf.Tensor3D, sb as tf.Tensor3D), tf.matMul(swapLast2(dy) as tf.Tensor3D, sa as tf.Tensor3D)];
+      return [
+        tf.matMul(dy as tf.Tensor3D, sb as tf.Tensor3D),
+        tf.matMul(swapLast2(dy) as tf.Tensor3D, sa as tf.Tensor3D),
+      ];
     },
   };
 };

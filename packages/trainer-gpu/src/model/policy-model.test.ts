@@ -24,7 +24,12 @@ const batch = [
 const arr = (t: tf.Tensor) => Array.from(t.dataSync());
 
 function adamStep(model: PolicyModel, opt: tf.Optimizer) {
-  tf.dispose(opt.minimize(() => tf.neg(tf.mean(model.tokenLogProbs(batch))), true, model.trainableVariables));
+  const loss = opt.minimize(
+    () => tf.neg(tf.mean(model.tokenLogProbs(batch))) as tf.Scalar,
+    true,
+    model.trainableVariables,
+  );
+  loss?.dispose();
 }
 
 describe("PolicyModel", () => {
@@ -52,13 +57,13 @@ describe("PolicyModel", () => {
     for (let p = 3; p < ids.length; p++) {
       const bias = tf.zeros([1, 1, 1, p + 1]) as tf.Tensor4D;
       const r = model.decodeStep([ids[p]!], [p], c, bias);
-      tf.dispose([bias, ...c.flatMap((e) => [e.kT, e.v])]);
+      tf.dispose([bias, ...c.flatMap((e) => [e.k, e.v])]);
       c = r.cache;
       const expected = full[p]!;
       const maxDiff = Math.max(...Array.from(r.logits).map((x, i) => Math.abs(x - expected[i]!)));
       expect(maxDiff).toBeLessThan(1e-4);
     }
-    tf.dispose(c.flatMap((e) => [e.kT, e.v]));
+    tf.dispose(c.flatMap((e) => [e.k, e.v]));
     model.dispose();
   });
 
@@ -66,8 +71,10 @@ describe("PolicyModel", () => {
     const { model } = await tinySetup(8);
     const row = [1, 22, 33, 44, 55];
     const alone = tf.tidy(() => model.tokenLogProbs([row]).arraySync()[0]!);
-    const padded = tf.tidy(() => model.tokenLogProbs([[0, 0, ...row]], [[0, 0, 1, 1, 1, 1, 1]]).arraySync()[0]!);
-    padded.slice(2).forEach((v, i) => expect(v).toBeCloseTo(alone[i]!, 4));
+    const padded = tf.tidy(
+      () => model.tokenLogProbs([[0, 0, ...row]], [[0, 0, 1, 1, 1, 1, 1]]).arraySync()[0]!,
+    );
+    for (const [i, v] of padded.slice(2).entries()) expect(v).toBeCloseTo(alone[i]!, 4);
     model.dispose();
   });
 
@@ -80,7 +87,9 @@ describe("PolicyModel", () => {
     expect(tf.tidy(() => arr(ref.tokenLogProbs(batch)))).toEqual(before);
     expect(tf.tidy(() => arr(model.tokenLogProbs(batch)))).not.toEqual(before);
     ref.setWeightsFrom(model);
-    expect(tf.tidy(() => arr(ref.tokenLogProbs(batch)))).toEqual(tf.tidy(() => arr(model.tokenLogProbs(batch))));
+    expect(tf.tidy(() => arr(ref.tokenLogProbs(batch)))).toEqual(
+      tf.tidy(() => arr(model.tokenLogProbs(batch))),
+    );
     const { logProbs, entropy } = tf.tidy(() => model.tokenLogProbsWithEntropy(batch));
     expect(entropy.shape).toEqual([2, 6]);
     expect(Math.min(...arr(entropy))).toBeGreaterThan(0);

@@ -1,6 +1,6 @@
 import * as tf from "@tensorflow/tfjs";
 import { type ModelConfig, type ModelConfigInput, parseModelConfig } from "./config.js";
-import { embedRows, gelu, layerNorm, mm, pickColumns } from "./ops.js";
+import { embedRows, gelu, layerNorm, mm, mmNT, pickColumns } from "./ops.js";
 
 /**
  * A decoder-only, pre-LN transformer with causal attention, written with tfjs ops so it trains on any
@@ -12,9 +12,9 @@ import { embedRows, gelu, layerNorm, mm, pickColumns } from "./ops.js";
 export type IdsInput = tf.Tensor2D | readonly (readonly number[])[];
 export type MaskInput = tf.Tensor2D | readonly (readonly number[])[];
 
-/** Cached attention state of one layer: keys stored pre-transposed `[B,H,dh,L]`, values `[B,H,L,dh]`. */
+/** Cached attention state of one layer: keys and values `[B,H,L,dh]`. */
 export interface LayerKV {
-  kT: tf.Tensor4D;
+  k: tf.Tensor4D;
   v: tf.Tensor4D;
 }
 
@@ -174,7 +174,8 @@ export class PolicyModel {
   private embed(flatIds: Int32Array, B: number, T: number, positions?: Int32Array): tf.Tensor2D {
     const c = this.config;
     const tok = embedRows(this.variable("tok_emb") as tf.Tensor2D, flatIds);
-    if (positions) return tf.add(tok, embedRows(this.variable("pos_emb") as tf.Tensor2D, positions)) as tf.Tensor2D;
+    if (positions)
+      return tf.add(tok, embedRows(this.variable("pos_emb") as tf.Tensor2D, positions)) as tf.Tensor2D;
     const pos = tf.slice(this.variable("pos_emb"), [0, 0], [T, c.dModel]);
     return tf.reshape(tf.add(tf.reshape(tok, [B, T, c.dModel]), pos), [B * T, c.dModel]);
   }
@@ -183,7 +184,13 @@ export class PolicyModel {
    * Run the blocks on `x [B*T,d]`. `bias` is added to attention scores (causal and/or padding masks);
    * with `past`, the new keys/values are appended to it (incremental decoding).
    */
-  private blocks(x: tf.Tensor2D, B: number, T: number, bias: tf.Tensor, past?: LayerKV[]): { h: tf.Tensor2D; kv: LayerKV[] } {
+  private blocks(
+    x: tf.Tensor2D,
+    B: number,
+    T: number,
+    bias: tf.Tensor,
+    past?: LayerKV[],
+  ): { h: tf.Tensor2D; kv: LayerKV[] } {
     const c = this.config;
     const H = c.nHeads;
     const dh = c.dModel / H;
@@ -194,15 +201,15 @@ export class PolicyModel {
       const w = (n: string) => this.variable(`l${l}.${n}`);
       const xn = layerNorm(h, w("ln1.g"), w("ln1.b"));
       const q = tf.transpose(tf.reshape(mm(xn, w("wq")), [B, T, H, dh]), [0, 2, 1, 3]);
-      let kT = tf.transpose(tf.reshape(mm(xn, w("wk")), [B, T, H, dh]), [0, 2, 3, 1]) as tf.Tensor4D;
+      let k = tf.transpose(tf.reshape(mm(xn, w("wk")), [B, T, H, dh]), [0, 2, 1, 3]) as tf.Tensor4D;
       let v = tf.transpose(tf.reshape(mm(xn, w("wv")), [B, T, H, dh]), [0, 2, 1, 3]) as tf.Tensor4D;
       if (past) {
         const p = past[l] as LayerKV;
-        kT = tf.concat([p.kT, kT], 3);
+        k = tf.concat([p.k, k], 2);
         v = tf.concat([p.v, v], 2);
       }
-      kv.push({ kT, v });
-      const scores = tf.add(tf.mul(mm(q, kT), scale), bias);
+      kv.push({ k, v });
+      const scores = tf.add(mmNT(tf.mul(q, scale), k), bias);
       const attn = mm(tf.softmax(scores), v);
       const merged = tf.reshape(tf.transpose(attn, [0, 2, 1, 3]), [B * T, c.dModel]);
       h = tf.add(h, mm(merged, w("wo")));
@@ -218,7 +225,10 @@ export class PolicyModel {
    * 0 = padding, left or right), padded keys are masked and positions count real tokens only, so a
    * left-padded row gets exactly the numbers it would get alone.
    */
-  private forwardHidden(inputIds: IdsInput, attentionMask?: MaskInput): { h: tf.Tensor2D; B: number; T: number } {
+  private forwardHidden(
+    inputIds: IdsInput,
+    attentionMask?: MaskInput,
+  ): { h: tf.Tensor2D; B: number; T: number } {
     const rows = toRows(inputIds);
     const B = rows.length;
     const T = rows[0]?.length ?? 0;
@@ -267,8 +277,12 @@ export class PolicyModel {
    * Differentiable: use inside `tf.variableGrads` / `optimizer.minimize`. Mask the result yourself (e.g.
    * with the assistant/response mask shifted by one: `mask[:, 1:]`).
    */
-  tokenLogProbs(inputIds: IdsInput, attentionMask?: MaskInput, options: { temperature?: number } = {}): tf.Tensor2D {
-    return this.tokenLogProbsWithEntropy(inputIds, attentionMask, options).logProbs;
+  tokenLogProbs(
+    inputIds: IdsInput,
+    attentionMask?: MaskInput,
+    options: { temperature?: number } = {},
+  ): tf.Tensor2D {
+    return this.targetLogProbs(inputIds, attentionMask, options.temperature ?? 1, false).logProbs;
   }
 
   /** `tokenLogProbs` plus the entropy `[B,T-1]` of each next-token distribution. */
@@ -277,27 +291,45 @@ export class PolicyModel {
     attentionMask?: MaskInput,
     options: { temperature?: number } = {},
   ): { logProbs: tf.Tensor2D; entropy: tf.Tensor2D } {
+    const { logProbs, entropy } = this.targetLogProbs(
+      inputIds,
+      attentionMask,
+      options.temperature ?? 1,
+      true,
+    );
+    return { logProbs, entropy: entropy as tf.Tensor2D };
+  }
+
+  private targetLogProbs(
+    inputIds: IdsInput,
+    attentionMask: MaskInput | undefined,
+    temperature: number,
+    withEntropy: boolean,
+  ): { logProbs: tf.Tensor2D; entropy?: tf.Tensor2D } {
     const rows = toRows(inputIds);
     const B = rows.length;
     const T = rows[0]?.length ?? 0;
     if (T < 2) throw new Error("tokenLogProbs needs sequences of at least 2 tokens");
     const V = this.config.vocabSize;
     let logits: tf.Tensor = tf.slice(this.logits(rows, attentionMask), [0, 0, 0], [B, T - 1, V]);
-    const temperature = options.temperature ?? 1;
     if (temperature !== 1) logits = tf.div(logits, temperature);
     const lp = tf.logSoftmax(logits);
     const targets = new Int32Array(B * (T - 1));
     rows.forEach((r, b) => {
       targets.set(r.slice(1), b * (T - 1));
     });
-    const logProbs = tf.reshape(pickColumns(tf.reshape(lp, [B * (T - 1), V]), targets), [B, T - 1]) as tf.Tensor2D;
+    const logProbs = tf.reshape(pickColumns(tf.reshape(lp, [B * (T - 1), V]), targets), [
+      B,
+      T - 1,
+    ]) as tf.Tensor2D;
+    if (!withEntropy) return { logProbs };
     const entropy = tf.neg(tf.sum(tf.mul(tf.exp(lp), lp), -1)) as tf.Tensor2D;
     return { logProbs, entropy };
   }
 
   /**
    * Prefill one prompt for incremental decoding: returns the logits after the last prompt token `[V]`
-   * and the per-layer cache (`[1,H,dh,P]` / `[1,H,P,dh]`), which the caller owns and must dispose.
+   * and the per-layer cache (`[1,H,P,dh]` keys and values), which the caller owns and must dispose.
    */
   prefill(ids: readonly number[]): { logits: Float32Array; cache: LayerKV[] } {
     this.checkLength(ids.length);
@@ -307,7 +339,7 @@ export class PolicyModel {
       const { h, kv } = this.blocks(x, 1, T, this.causalMask(T));
       const last = tf.slice(h, [T - 1, 0], [1, this.config.dModel]);
       const logits = mm(last, this.variable("head"));
-      return { logits, kv: kv.map((e) => ({ kT: e.kT, v: e.v })) };
+      return { logits, kv: kv.map((e) => ({ k: e.k, v: e.v })) };
     });
     const logits = result.logits.dataSync() as Float32Array;
     result.logits.dispose();
@@ -330,7 +362,7 @@ export class PolicyModel {
     const result = tf.tidy(() => {
       const x = this.embed(Int32Array.from(tokens), S, 1, Int32Array.from(positions));
       const { h, kv } = this.blocks(x, S, 1, keyBias, cache);
-      return { logits: mm(h, this.variable("head")), kv: kv.map((e) => ({ kT: e.kT, v: e.v })) };
+      return { logits: mm(h, this.variable("head")), kv: kv.map((e) => ({ k: e.k, v: e.v })) };
     });
     const logits = Float32Array.from(result.logits.dataSync() as Float32Array);
     result.logits.dispose();

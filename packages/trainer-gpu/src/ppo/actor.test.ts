@@ -38,7 +38,9 @@ const row = (id: string, prompt: number[], response: number[], score: number): T
   responseTruncated: false,
 });
 
-const options = (over: Partial<Parameters<typeof updateActor>[4]> = {}): Parameters<typeof updateActor>[4] => ({
+const options = (
+  over: Partial<Parameters<typeof updateActor>[4]> = {},
+): Parameters<typeof updateActor>[4] => ({
   miniBatchRows: 4,
   microBatchRows: 4,
   epochs: 1,
@@ -92,7 +94,12 @@ describe("optimizer pieces", () => {
 });
 
 describe("actor update", () => {
-  const rows = [row("r1", [1], [2, 3], 1), row("r2", [1], [3, 3], 0), row("r3", [1, 2], [4], 1), row("r4", [4], [1], 0)];
+  const rows = [
+    row("r1", [1], [2, 3], 1),
+    row("r2", [1], [3, 3], 0),
+    row("r3", [1, 2], [4], 1),
+    row("r4", [4], [1], 0),
+  ];
   const inputs = (policy: TrainablePolicy): RowTensors[] => {
     const { logprobs } = computeLogprobs(policy, rows, 2, 0);
     return rows.map((r, i) => ({
@@ -126,7 +133,7 @@ describe("actor update", () => {
     const mB = updateActor(b, optB, rows, inputs(b), options({ microBatchRows: 1, gradClip: 0 }));
     const wa = Array.from(a.table.dataSync());
     const wb = Array.from(b.table.dataSync());
-    wa.forEach((v, i) => expect(v).toBeCloseTo(wb[i]!, 5));
+    for (const [i, v] of wa.entries()) expect(v).toBeCloseTo(wb[i]!, 5);
     expect(mA["actor/pg_loss"]).toBeCloseTo(mB["actor/pg_loss"], 5);
     expect(mA["actor/grad_norm"]).toBeCloseTo(mB["actor/grad_norm"], 4);
   });
@@ -134,7 +141,13 @@ describe("actor update", () => {
   it("splits into mini-batches (one optimizer step each) and reports clip fractions after the first", () => {
     const policy = bigram(6, 5);
     const opt = new AdamW(policy.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0 });
-    const m = updateActor(policy, opt, rows, inputs(policy), options({ miniBatchRows: 2, epochs: 2, lr: () => 0.5 }));
+    const m = updateActor(
+      policy,
+      opt,
+      rows,
+      inputs(policy),
+      options({ miniBatchRows: 2, epochs: 2, lr: () => 0.5 }),
+    );
     expect(m["actor/n_updates"]).toBe(4);
     expect(opt.step).toBe(4);
     expect(m["actor/pg_clipfrac"]).toBeGreaterThan(0);
@@ -146,10 +159,16 @@ describe("actor update", () => {
     const optA = new AdamW(a.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0 });
     const optB = new AdamW(b.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0 });
     updateActor(a, optA, rows, inputs(a), options());
-    updateActor(b, optB, rows, inputs(b).map((x) => ({ ...x, oldLogprobs: null })), options());
+    updateActor(
+      b,
+      optB,
+      rows,
+      inputs(b).map((x) => ({ ...x, oldLogprobs: null })),
+      options(),
+    );
     const wa = Array.from(a.table.dataSync());
     const wb = Array.from(b.table.dataSync());
-    wa.forEach((v, i) => expect(v).toBeCloseTo(wb[i]!, 5));
+    for (const [i, v] of wa.entries()) expect(v).toBeCloseTo(wb[i]!, 5);
   });
 
   it("KL loss to a reference pulls toward it and is reported", () => {
@@ -167,7 +186,8 @@ describe("actor update", () => {
     expect(m["actor/kl_loss"]).toBeGreaterThan(0);
     const klBefore = m["actor/kl_loss"];
     const after = computeLogprobs(policy, rows, 4, 0).logprobs;
-    const mse = after.flat().reduce((s, lp, k) => s + 0.5 * (lp - refLp.flat()[k]!) ** 2, 0) / after.flat().length;
+    const mse =
+      after.flat().reduce((s, lp, k) => s + 0.5 * (lp - refLp.flat()[k]!) ** 2, 0) / after.flat().length;
     expect(mse).toBeLessThan(klBefore);
   });
 });

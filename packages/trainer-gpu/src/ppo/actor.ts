@@ -1,7 +1,14 @@
 import * as tf from "@tensorflow/tfjs-core";
 import { type PackedBatch, packBatch, toPacked } from "./batch.js";
 import type { KlEstimator, LossAggMode } from "./config.js";
-import { aggregationWeights, detach, klPenalty, policyLoss, tokenLogprobsAndEntropy, weightedSum } from "./loss.js";
+import {
+  aggregationWeights,
+  detach,
+  klPenalty,
+  policyLoss,
+  tokenLogprobsAndEntropy,
+  weightedSum,
+} from "./loss.js";
 import { type AdamW, clipByGlobalNorm } from "./optim.js";
 import type { SeededRandom } from "./rng.js";
 import type { TrainRow } from "./triplet-rows.js";
@@ -20,7 +27,10 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
 }
 
 /** Forward the packed micro-batch and return log-probs and entropies at the target positions. */
-function forward(policy: TrainablePolicy, packed: PackedBatch): { logprobs: tf.Tensor2D; entropy: tf.Tensor2D } {
+function forward(
+  policy: TrainablePolicy,
+  packed: PackedBatch,
+): { logprobs: tf.Tensor2D; entropy: tf.Tensor2D } {
   return tf.tidy(() => {
     const ids = tf.tensor2d(packed.ids, [packed.batchSize, packed.length], "int32");
     const logits = policy.logits(ids);

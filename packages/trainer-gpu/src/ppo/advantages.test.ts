@@ -9,12 +9,14 @@ import {
   zeroVarianceGroups,
 } from "./advantages.js";
 
-const close = (a: number[], b: number[], digits = 5) => a.forEach((v, i) => expect(v).toBeCloseTo(b[i]!, digits));
+const close = (a: number[], b: number[], digits = 5) => {
+  for (const [i, v] of a.entries()) expect(v).toBeCloseTo(b[i]!, digits);
+};
 
 describe("outcome estimators", () => {
   it("GRPO normalises within each data_id group by mean and unbiased std", () => {
     const adv = grpoAdvantages([1, 0, 1, 1], ["a", "a", "b", "b"]);
-    close(adv, [0.70711, -0.70711, 0, 0]);
+    close(adv, [Math.SQRT1_2, -Math.SQRT1_2, 0, 0]);
     close(grpoAdvantages([1, 0, 1, 1], ["a", "a", "b", "b"], { normByStd: false }), [0.5, -0.5, 0, 0]);
   });
 
@@ -78,7 +80,12 @@ describe("computeAdvantages", () => {
       { uid: "u", rolloutId: "r1", score: 1 },
       { uid: "u", rolloutId: "r2", score: 0 },
     ];
-    const mask = [[1, 1], [1, 0], [0, 1], [1, 1]];
+    const mask = [
+      [1, 1],
+      [1, 0],
+      [0, 1],
+      [1, 1],
+    ];
     const out = computeAdvantages({
       estimator: "grpo",
       rows,

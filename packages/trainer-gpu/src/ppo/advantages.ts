@@ -61,7 +61,10 @@ export function rlooAdvantages(scores: readonly number[], groups: readonly strin
 }
 
 /** Mean and unbiased variance over the masked entries (VERL masked_mean / masked_var). */
-function maskedStats(values: TokenMatrix, mask: TokenMatrix): { mean: number; variance: number; count: number } {
+function maskedStats(
+  values: TokenMatrix,
+  mask: TokenMatrix,
+): { mean: number; variance: number; count: number } {
   let sum = 0;
   let count = 0;
   values.forEach((row, i) => {
@@ -95,7 +98,11 @@ export function maskedWhiten(values: TokenMatrix, mask: TokenMatrix): TokenMatri
  * REINFORCE++ (outcome): discounted returns-to-go of the token rewards, reset after masked-out
  * tokens, then whitened over the whole batch.
  */
-export function reinforcePlusPlusAdvantages(rewards: TokenMatrix, mask: TokenMatrix, gamma: number): TokenMatrix {
+export function reinforcePlusPlusAdvantages(
+  rewards: TokenMatrix,
+  mask: TokenMatrix,
+  gamma: number,
+): TokenMatrix {
   const returns = rewards.map((row, i) => {
     const out = new Array<number>(row.length).fill(0);
     let running = 0;
@@ -141,7 +148,11 @@ export function gaeAdvantages(
 }
 
 /** Token rewards: the score at the last masked-in token of each row (plus optional per-token terms). */
-export function tokenLevelRewards(scores: readonly number[], mask: TokenMatrix, perToken?: TokenMatrix): TokenMatrix {
+export function tokenLevelRewards(
+  scores: readonly number[],
+  mask: TokenMatrix,
+  perToken?: TokenMatrix,
+): TokenMatrix {
   return mask.map((row, i) => {
     const out = perToken ? perToken[i]!.map((v, t) => v * row[t]!) : new Array<number>(row.length).fill(0);
     const last = row.lastIndexOf(1);
@@ -195,7 +206,8 @@ export function computeAdvantages(input: AdvantageInput): AdvantageOutput {
   const scores = rows.map((r) => r.score);
   const tokenRewards = tokenLevelRewards(scores, mask, input.tokenPenalty);
   if (estimator === "gae") {
-    if (!input.values) throw new InvalidArgumentError("values", "GAE needs per-token values from the value head");
+    if (!input.values)
+      throw new InvalidArgumentError("values", "GAE needs per-token values from the value head");
     const { advantages, returns } = gaeAdvantages(tokenRewards, input.values, mask, input.gamma, input.lam);
     return { advantages, returns, tokenRewards };
   }
@@ -222,7 +234,11 @@ export function computeAdvantages(input: AdvantageInput): AdvantageOutput {
     return { advantages: broadcast(perRow, mask), returns: null, tokenRewards };
   }
   if (estimator === "reinforce_plus_plus") {
-    return { advantages: reinforcePlusPlusAdvantages(tokenRewards, mask, input.gamma), returns: null, tokenRewards };
+    return {
+      advantages: reinforcePlusPlusAdvantages(tokenRewards, mask, input.gamma),
+      returns: null,
+      tokenRewards,
+    };
   }
   // Row-level GRPO/RLOO score each row by its summed token rewards (penalties included).
   const rowScores = tokenRewards.map((row) => row.reduce((a, b) => a + b, 0));

@@ -113,8 +113,9 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
     const root = resolve(c.trainer.default_local_dir);
     const modelName = this.options.modelName ?? "policy";
     const threshold = this.options.successThreshold ?? 1;
-    const adapter: Pick<Adapter<Span[], Triplet[]>, "adapt"> =
-      (context.adapter as Adapter<Span[], Triplet[]> | undefined) ?? new ProxySpansToTriplets();
+    const adapter: Pick<Adapter<Span[], Triplet[]>, "adapt"> = (context.adapter as
+      | Adapter<Span[], Triplet[]>
+      | undefined) ?? new ProxySpansToTriplets();
     const train = context.trainDataset;
     const val = context.valDataset ?? [];
     const batchSize = Math.min(c.data.train_batch_size, train.length);
@@ -131,7 +132,9 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       weightDecay: optim.weight_decay,
     });
     const valueHead =
-      c.algorithm.adv_estimator === "gae" ? new ValueHead(model.config.dModel, c.critic.hidden_size, c.trainer.seed) : null;
+      c.algorithm.adv_estimator === "gae"
+        ? new ValueHead(model.config.dModel, c.critic.hidden_size, c.trainer.seed)
+        : null;
 
     // Resume: weights, optimizer moments and step; every random draw derives from (seed, step).
     let step = 0;
@@ -200,7 +203,10 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
     });
     await store.updateResources("ppo-val", {
       ...extra,
-      [resourceName]: proxy.asResource({ model: modelName, samplingParameters: sampling(rollout.val_kwargs) }),
+      [resourceName]: proxy.asResource({
+        model: modelName,
+        samplingParameters: sampling(rollout.val_kwargs),
+      }),
     });
 
     const validate = async (atStep: number): Promise<ValidationResult | null> => {
@@ -277,7 +283,13 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
         const summary = summarize(collected, threshold);
         let metrics: Record<string, number> = {};
         const version = await server.swapWeights(() => {
-          metrics = ppoUpdate(collected, c, { policy: model, reference, optimizer, valueHead, padId }, rng, totalSteps);
+          metrics = ppoUpdate(
+            collected,
+            c,
+            { policy: model, reference, optimizer, valueHead, padId },
+            rng,
+            totalSteps,
+          );
         });
         await proxy.resume({ modelVersion: version });
         step = next;
@@ -314,7 +326,9 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       // After a completed step or an abort between steps the weights match `step` exactly; after a
       // failure inside an update they may not, so no checkpoint is written then.
       if (!failed) {
-        await save().catch((e) => logger.error(`PPO: saving the final checkpoint failed: ${(e as Error).message}`));
+        await save().catch((e) =>
+          logger.error(`PPO: saving the final checkpoint failed: ${(e as Error).message}`),
+        );
       }
       await proxy.stop();
       await server.close();

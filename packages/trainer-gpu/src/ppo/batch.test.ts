@@ -25,12 +25,21 @@ describe("rows from triplets", () => {
           uid: "d1",
           triplets: [t([1, 2, 3], [4, 5], null, [-0.1, -0.2]), t([1, 2, 3, 4, 5, 6], [7, 8, 9, 10], 1)],
         },
-        { rolloutId: "r2", uid: "d1", triplets: [t([1, 2, 3, 4, 5], [6], 0), { prompt: {}, response: {}, reward: null, metadata: {} }] },
+        {
+          rolloutId: "r2",
+          uid: "d1",
+          triplets: [t([1, 2, 3, 4, 5], [6], 0), { prompt: {}, response: {}, reward: null, metadata: {} }],
+        },
       ],
       { level: "transition", maxPromptLength: 5, maxResponseLength: 3 },
     );
     expect(rows).toHaveLength(3);
-    expect(rows[0]).toMatchObject({ score: 1, isDrop: false, responseIds: [4, 5], rolloutLogprobs: [-0.1, -0.2] });
+    expect(rows[0]).toMatchObject({
+      score: 1,
+      isDrop: false,
+      responseIds: [4, 5],
+      rolloutLogprobs: [-0.1, -0.2],
+    });
     expect(rows[1]).toMatchObject({
       score: 1,
       isDrop: true,
@@ -68,10 +77,12 @@ describe("rows from triplets", () => {
       { level: "trajectory", maxPromptLength: 8, maxResponseLength: 8 },
     );
     expect(stats.n_trajectory_prefix_mismatch).toBe(1);
-    expect(rows.map((r) => [r.promptIds, r.responseIds, r.responseMask, r.rolloutLogprobs, r.score])).toEqual([
-      [[1, 2], [3, 4, 9, 9, 5], [1, 1, 0, 0, 1], [-1, -2, 0, 0, -3], 1],
-      [[7], [8], [1], null, 1],
-    ]);
+    expect(rows.map((r) => [r.promptIds, r.responseIds, r.responseMask, r.rolloutLogprobs, r.score])).toEqual(
+      [
+        [[1, 2], [3, 4, 9, 9, 5], [1, 1, 0, 0, 1], [-1, -2, 0, 0, -3], 1],
+        [[7], [8], [1], null, 1],
+      ],
+    );
   });
 
   it("trajectory rows lose their log-probs when any turn lacks them; truncation keeps masks aligned", () => {
@@ -180,8 +191,12 @@ describe("row selection", () => {
     expect(kept).toHaveLength(6);
   });
   it("shuffles deterministically for a seed", () => {
-    const a = selectRows(rows, { miniBatchRows: 2, rng: new SeededRandom(7), shuffle: true }).rows.map((r) => r.rolloutId);
-    const b = selectRows(rows, { miniBatchRows: 2, rng: new SeededRandom(7), shuffle: true }).rows.map((r) => r.rolloutId);
+    const a = selectRows(rows, { miniBatchRows: 2, rng: new SeededRandom(7), shuffle: true }).rows.map(
+      (r) => r.rolloutId,
+    );
+    const b = selectRows(rows, { miniBatchRows: 2, rng: new SeededRandom(7), shuffle: true }).rows.map(
+      (r) => r.rolloutId,
+    );
     expect(a).toEqual(b);
   });
 });

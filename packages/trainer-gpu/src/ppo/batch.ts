@@ -33,7 +33,10 @@ export interface SelectStats {
  * size. When fewer rows than one mini-batch remain they are all kept as a single (smaller)
  * mini-batch rather than thrown away.
  */
-export function selectRows(rows: readonly TrainRow[], options: SelectOptions): { rows: TrainRow[]; stats: SelectStats } {
+export function selectRows(
+  rows: readonly TrainRow[],
+  options: SelectOptions,
+): { rows: TrainRow[]; stats: SelectStats } {
   const kept = rows.filter((r) => !r.isDrop);
   const droppedLong = rows.length - kept.length;
   const useful = options.skipUids ? kept.filter((r) => !options.skipUids!.has(r.uid)) : kept;
@@ -154,6 +157,10 @@ export function toPacked(packed: PackedBatch, perResponse: readonly (readonly nu
 }
 
 /** Read per-target-position values back into per-response-token arrays of the given lengths. */
-export function fromPacked(packed: PackedBatch, values: readonly (readonly number[])[], lengths: number[]): number[][] {
+export function fromPacked(
+  packed: PackedBatch,
+  values: readonly (readonly number[])[],
+  lengths: number[],
+): number[][] {
   return values.map((row, i) => row.slice(packed.responseStart[i]!, packed.responseStart[i]! + lengths[i]!));
 }

@@ -66,7 +66,10 @@ export async function savePPOCheckpoint(root: string, parts: PPOCheckpointParts)
     metadata: { step: parts.state.step },
   });
   if (parts.reference) {
-    await saveCheckpoint(join(dir, "ref"), parts.reference, { tokenizer: parts.tokenizer, template: parts.template });
+    await saveCheckpoint(join(dir, "ref"), parts.reference, {
+      tokenizer: parts.tokenizer,
+      template: parts.template,
+    });
   }
   const opt = packOptimizer(parts.optimizer);
   await writeAtomic(join(dir, "actor_optim.bin"), opt.bytes);
@@ -122,7 +125,8 @@ export async function loadLatestPPOCheckpoint(root: string): Promise<LoadedPPOCh
       actor.model.dispose();
       if (reference) {
         const refDir = join(dir, "ref");
-        if (!existsSync(refDir)) throw new Error(`checkpoint ${dir} has no reference policy but KL is enabled`);
+        if (!existsSync(refDir))
+          throw new Error(`checkpoint ${dir} has no reference policy but KL is enabled`);
         const ref = await loadCheckpoint(refDir);
         reference.setWeightsFrom(ref.model);
         ref.model.dispose();

@@ -85,7 +85,10 @@ export async function collectRollouts<T>(o: CollectOptions<T>): Promise<Collecte
   const finished = new Map<string, Rollout>();
   try {
     while (pending.size > 0) {
-      const done = await abortable(o.store.waitForRollouts([...pending], { timeoutSeconds: o.pollSeconds }), o.signal);
+      const done = await abortable(
+        o.store.waitForRollouts([...pending], { timeoutSeconds: o.pollSeconds }),
+        o.signal,
+      );
       for (const r of done) {
         pending.delete(r.rollout_id);
         finished.set(r.rollout_id, r);
@@ -93,9 +96,7 @@ export async function collectRollouts<T>(o: CollectOptions<T>): Promise<Collecte
     }
   } catch (error) {
     // Leave nothing queued behind: an aborted step's rollouts must not run later on new weights.
-    await Promise.allSettled(
-      [...pending].map((id) => o.store.updateRollout(id, { status: "cancelled" })),
-    );
+    await Promise.allSettled([...pending].map((id) => o.store.updateRollout(id, { status: "cancelled" })));
     throw error;
   }
   const out: CollectedRollout[] = [];

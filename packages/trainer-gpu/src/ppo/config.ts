@@ -14,7 +14,12 @@ export type KlEstimator = z.infer<typeof KlEstimator>;
 export const AdvEstimatorSchema = z.enum(["grpo", "rloo", "reinforce_plus_plus", "gae"]);
 export type AdvEstimator = z.infer<typeof AdvEstimatorSchema>;
 
-export const LossAggModeSchema = z.enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "per-rollout-mean"]);
+export const LossAggModeSchema = z.enum([
+  "token-mean",
+  "seq-mean-token-sum",
+  "seq-mean-token-mean",
+  "per-rollout-mean",
+]);
 export type LossAggMode = z.infer<typeof LossAggModeSchema>;
 
 const OptimSchema = z.strictObject({
@@ -96,9 +101,7 @@ const ActorSchema = z.strictObject({
 });
 
 const CriticSchema = z.strictObject({
-  optim: z
-    .strictObject({ lr: z.number().positive().default(1e-3) })
-    .default({ lr: 1e-3 }),
+  optim: z.strictObject({ lr: z.number().positive().default(1e-3) }).default({ lr: 1e-3 }),
   cliprange_value: z.number().positive().default(0.5),
   /** Width of the value head's hidden layer over the features it reads. */
   hidden_size: z.number().int().min(1).default(64),

@@ -1,5 +1,12 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { aggLoss, aggregationWeights, klPenalty, policyLoss, tisWeights, tokenLogprobsAndEntropy } from "./loss.js";
+import {
+  aggLoss,
+  aggregationWeights,
+  klPenalty,
+  policyLoss,
+  tisWeights,
+  tokenLogprobsAndEntropy,
+} from "./loss.js";
 import { useCpuBackend } from "./test-support/tf-cpu.js";
 
 let tf: Awaited<ReturnType<typeof useCpuBackend>>;
@@ -40,20 +47,21 @@ describe("clipped PPO loss with dual clip", () => {
   });
 
   it("passes no gradient through clipped tokens", () => {
-    const g = tf.grad((lp: any) =>
-      policyLoss({
-        logprob: lp,
-        oldLogprob: tf.zeros([1, 4]),
-        advantages: tf.tensor2d([adv]),
-        weights: tf.tensor2d([[0.25, 0.25, 0.25, 0.25]]),
-        metricWeights: tf.tensor2d([[0.25, 0.25, 0.25, 0.25]]),
-        clipLow: 0.2,
-        clipHigh: 0.2,
-        clipC: 3,
-      }).loss,
+    const g = tf.grad(
+      (lp: any) =>
+        policyLoss({
+          logprob: lp,
+          oldLogprob: tf.zeros([1, 4]),
+          advantages: tf.tensor2d([adv]),
+          weights: tf.tensor2d([[0.25, 0.25, 0.25, 0.25]]),
+          metricWeights: tf.tensor2d([[0.25, 0.25, 0.25, 0.25]]),
+          clipLow: 0.2,
+          clipHigh: 0.2,
+          clipC: 3,
+        }).loss,
     )(tf.tensor2d([ratios.map(Math.log)]));
     const d = Array.from(g.dataSync());
-    [0, -0.125, 0.275, 0].forEach((v, i) => expect(d[i]).toBeCloseTo(v, 5));
+    for (const [i, v] of [0, -0.125, 0.275, 0].entries()) expect(d[i]).toBeCloseTo(v, 5);
   });
 
   it("scales per-token losses by truncated importance weights", () => {
@@ -76,10 +84,11 @@ describe("clipped PPO loss with dual clip", () => {
 });
 
 describe("aggregation modes", () => {
-  const values = () => tf.tensor2d([
-    [1, 2, 3],
-    [4, 5, 6],
-  ]);
+  const values = () =>
+    tf.tensor2d([
+      [1, 2, 3],
+      [4, 5, 6],
+    ]);
   const mask = [
     [1, 1, 0],
     [1, 0, 0],
@@ -124,7 +133,12 @@ describe("KL estimators and entropy", () => {
   });
 
   it("log-probs and entropy from logits", () => {
-    const logits = tf.tensor3d([[[0, 0], [0, Math.log(3)]]]);
+    const logits = tf.tensor3d([
+      [
+        [0, 0],
+        [0, Math.log(3)],
+      ],
+    ]);
     const { logprobs, entropy } = tokenLogprobsAndEntropy(logits, tf.tensor2d([[1, 0]], [1, 2], "int32"));
     const lp = Array.from(logprobs.dataSync());
     const ent = Array.from(entropy.dataSync());

@@ -80,7 +80,7 @@ export function aggregationWeights(
   else {
     if (!rolloutIds) throw new Error("per-rollout-mean aggregation needs the rows' rollout ids");
     const byRollout = new Map<string, number>();
-    rolloutIds.forEach((id, i) => byRollout.set(id, (byRollout.get(id) ?? 0) + rowTokens[i]!));
+    for (const [i, id] of rolloutIds.entries()) byRollout.set(id, (byRollout.get(id) ?? 0) + rowTokens[i]!);
     const nRollouts = byRollout.size;
     perRow = rolloutIds.map((id) => 1 / (nRollouts * Math.max(1, byRollout.get(id)!)));
   }
@@ -93,7 +93,12 @@ export function weightedSum(values: tf.Tensor, weights: tf.Tensor): tf.Scalar {
 }
 
 /** Single-batch aggregation helper (VERL's `agg_loss`). */
-export function aggLoss(values: tf.Tensor2D, mask: number[][], mode: LossAggMode, rolloutIds?: string[]): tf.Scalar {
+export function aggLoss(
+  values: tf.Tensor2D,
+  mask: number[][],
+  mode: LossAggMode,
+  rolloutIds?: string[],
+): tf.Scalar {
   return tf.tidy(() => weightedSum(values, tf.tensor2d(aggregationWeights(mask, mode, rolloutIds))));
 }
 

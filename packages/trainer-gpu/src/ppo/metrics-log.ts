@@ -83,7 +83,9 @@ export class MetricsLog {
     };
     this.bar?.update(step, { reward: last("training/reward"), val: last("val/reward") });
     if (this.o.console) {
-      const parts = SUMMARY_KEYS.filter(([k]) => metrics[k] !== undefined).map(([k, short]) => `${short}=${fmt(metrics[k]!)}`);
+      const parts = SUMMARY_KEYS.filter(([k]) => metrics[k] !== undefined).map(
+        ([k, short]) => `${short}=${fmt(metrics[k]!)}`,
+      );
       const line = `[ppo] step ${step}/${this.o.totalSteps} ${parts.join(" ")}`;
       if (this.bar) this.bar.render();
       process.stdout.write(`${line}\n`);

@@ -89,12 +89,14 @@ export class AdamW {
 
   setState(state: AdamState): void {
     if (state.m.length !== this.m.length || state.v.length !== this.v.length) {
-      throw new Error(`optimizer state has ${state.m.length} slots, the model has ${this.m.length} variables`);
+      throw new Error(
+        `optimizer state has ${state.m.length} slots, the model has ${this.m.length} variables`,
+      );
     }
     this.step = state.step;
     tf.tidy(() => {
-      state.m.forEach((arr, i) => this.m[i]!.assign(tf.tensor(arr, this.m[i]!.shape)));
-      state.v.forEach((arr, i) => this.v[i]!.assign(tf.tensor(arr, this.v[i]!.shape)));
+      for (const [i, arr] of state.m.entries()) this.m[i]!.assign(tf.tensor(arr, this.m[i]!.shape));
+      for (const [i, arr] of state.v.entries()) this.v[i]!.assign(tf.tensor(arr, this.v[i]!.shape));
     });
   }
 

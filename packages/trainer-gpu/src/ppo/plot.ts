@@ -21,7 +21,12 @@ function niceTicks(lo: number, hi: number, count: number): number[] {
   return out;
 }
 
-export function lineChartSvg(title: string, series: readonly Series[], xLabel = "step", yLabel = "reward"): string {
+export function lineChartSvg(
+  title: string,
+  series: readonly Series[],
+  xLabel = "step",
+  yLabel = "reward",
+): string {
   const W = 640;
   const H = 360;
   const m = { l: 56, r: 16, t: 36, b: 44 };
@@ -60,10 +65,14 @@ export function lineChartSvg(title: string, series: readonly Series[], xLabel = 
   );
   series.forEach((s, i) => {
     if (s.points.length > 0) {
-      const d = s.points.map((p, k) => `${k ? "L" : "M"}${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join("");
+      const d = s.points
+        .map((p, k) => `${k ? "L" : "M"}${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`)
+        .join("");
       parts.push(`<path d="${d}" fill="none" stroke="${s.color}" stroke-width="2"/>`);
       for (const p of s.points) {
-        parts.push(`<circle cx="${sx(p[0]).toFixed(1)}" cy="${sy(p[1]).toFixed(1)}" r="2.5" fill="${s.color}"/>`);
+        parts.push(
+          `<circle cx="${sx(p[0]).toFixed(1)}" cy="${sy(p[1]).toFixed(1)}" r="2.5" fill="${s.color}"/>`,
+        );
       }
     }
     const ly = m.t + 4 + i * 16;

@@ -38,13 +38,23 @@ const tasks: Task[] = Array.from({ length: 8 }, (_, i) => ({ prompt: i % 2 ? "a"
 
 function newPolicy() {
   return {
-    model: PolicyModel.create({ vocabSize: tokenizer.vocabSize, dModel: 32, nLayers: 1, nHeads: 2, contextLength: 32, seed: 3 }),
+    model: PolicyModel.create({
+      vocabSize: tokenizer.vocabSize,
+      dModel: 32,
+      nLayers: 1,
+      nHeads: 2,
+      contextLength: 32,
+      seed: 3,
+    }),
     tokenizer,
     template,
   };
 }
 
-function config(dir: string, overrides: Partial<Record<"steps" | "valBefore", unknown>> = {}): PPOConfigInput {
+function config(
+  dir: string,
+  overrides: Partial<Record<"steps" | "valBefore", unknown>> = {},
+): PPOConfigInput {
   return {
     data: { train_batch_size: 4, max_prompt_length: 24, max_response_length: 6 },
     actor_rollout_ref: {
@@ -62,7 +72,10 @@ function config(dir: string, overrides: Partial<Record<"steps" | "valBefore", un
   };
 }
 
-async function fit(dir: string, opts: { steps: number; stopAfterStep?: number; valBefore?: boolean }): Promise<PPOResult> {
+async function fit(
+  dir: string,
+  opts: { steps: number; stopAfterStep?: number; valBefore?: boolean },
+): Promise<PPOResult> {
   const algorithm = new PPO<Task>({
     config: config(dir, { steps: opts.steps, valBefore: opts.valBefore }),
     policy: newPolicy(),
@@ -99,9 +112,18 @@ describe("PPO end to end", () => {
     expect(last).toBeGreaterThan(first + 0.2);
     expect(result.finalValidation!.reward).toBeGreaterThan(result.initialValidation!.reward + 0.2);
 
-    const lines = readFileSync(join(dir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    const lines = readFileSync(join(dir, "metrics.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     const step1 = lines.find((l) => l.step === 1 && l["training/reward"] !== undefined);
-    for (const key of ["actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy", "actor/grad_norm", "training/n_triplets"]) {
+    for (const key of [
+      "actor/pg_clipfrac",
+      "actor/ppo_kl",
+      "actor/entropy",
+      "actor/grad_norm",
+      "training/n_triplets",
+    ]) {
       expect(step1).toHaveProperty([key]);
     }
     expect(step1["training/n_triplets"]).toBe(32);
@@ -121,7 +143,13 @@ describe("PPO end to end", () => {
       const pick = (r: PPOResult) => r.history.find((h) => h.step === step)!.metrics;
       const a = pick(straight);
       const b = pick(rest);
-      for (const key of ["training/reward", "actor/pg_loss", "actor/grad_norm", "actor/entropy", "critic/advantages/max"]) {
+      for (const key of [
+        "training/reward",
+        "actor/pg_loss",
+        "actor/grad_norm",
+        "actor/entropy",
+        "critic/advantages/max",
+      ]) {
         expect(b[key], `step ${step} ${key}`).toBeCloseTo(a[key]!, 5);
       }
     }

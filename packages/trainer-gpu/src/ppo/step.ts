@@ -76,11 +76,13 @@ export function ppoUpdate(
   };
   if (rows.length === 0) return metrics;
 
-  const needOld = actor.ppo_epochs > 1 || rows.length > miniBatchRows(config) || actor.tis_imp_ratio_cap != null;
+  const needOld =
+    actor.ppo_epochs > 1 || rows.length > miniBatchRows(config) || actor.tis_imp_ratio_cap != null;
   const needRef = models.reference != null && (actor.use_kl_loss || algo.use_kl_in_reward);
   const micro = actor.ppo_micro_batch_size_per_gpu;
   let t0 = performance.now();
-  const old = needOld || algo.use_kl_in_reward ? computeLogprobs(models.policy, rows, micro, models.padId) : null;
+  const old =
+    needOld || algo.use_kl_in_reward ? computeLogprobs(models.policy, rows, micro, models.padId) : null;
   metrics["timing_s/old_log_prob"] = (performance.now() - t0) / 1000;
   t0 = performance.now();
   const ref = needRef ? computeLogprobs(models.reference!, rows, micro, models.padId).logprobs : null;
@@ -120,7 +122,8 @@ export function ppoUpdate(
         rows.map((r) => r.rolloutLogprobs!),
         actor.tis_imp_ratio_cap,
       );
-    } else metrics["training/n_rows_without_rollout_logprobs"] = rows.filter((r) => !r.rolloutLogprobs).length;
+    } else
+      metrics["training/n_rows_without_rollout_logprobs"] = rows.filter((r) => !r.rolloutLogprobs).length;
   }
   const inputs: RowTensors[] = rows.map((_, i) => ({
     advantages: adv.advantages[i]!,

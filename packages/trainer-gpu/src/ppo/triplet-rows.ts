@@ -53,7 +53,11 @@ function asIds(value: unknown): number[] | null {
 function asLogprobs(value: unknown): number[] | null {
   if (!Array.isArray(value)) return null;
   const out = value.map((v) =>
-    typeof v === "number" ? v : v && typeof v === "object" && typeof v.logprob === "number" ? v.logprob : Number.NaN,
+    typeof v === "number"
+      ? v
+      : v && typeof v === "object" && typeof v.logprob === "number"
+        ? v.logprob
+        : Number.NaN,
   );
   return out.every((v) => Number.isFinite(v)) ? out : null;
 }
@@ -114,7 +118,9 @@ export function rowsFromRollouts(
         metadata: t.metadata,
       });
     }
-    const { output, diagnostics } = new TripletsToTrajectories({ mode: options.level }).adaptWithDiagnostics(usable);
+    const { output, diagnostics } = new TripletsToTrajectories({ mode: options.level }).adaptWithDiagnostics(
+      usable,
+    );
     stats.n_trajectory_prefix_mismatch += diagnostics.counts.prefix_mismatch ?? 0;
     const merged = output.map((seq) => ({
       prompt: seq.prompt_token_ids,

@@ -27,7 +27,9 @@ export class ValueHead {
     hiddenSize: number,
     seed: number,
   ) {
-    this.w1 = tf.variable(tf.randomNormal([inputSize, hiddenSize], 0, 1 / Math.sqrt(inputSize), "float32", seed));
+    this.w1 = tf.variable(
+      tf.randomNormal([inputSize, hiddenSize], 0, 1 / Math.sqrt(inputSize), "float32", seed),
+    );
     this.b1 = tf.variable(tf.zeros([hiddenSize]));
     this.w2 = tf.variable(tf.zeros([hiddenSize, 1]));
     this.b2 = tf.variable(tf.zeros([1]));

@@ -44,7 +44,11 @@ export interface CompletionLogprobs {
   sampling_logprobs: number[];
 }
 
-export function completionLogprobs(tok: Tokenizer, tokens: readonly GeneratedToken[], startOffset = 0): CompletionLogprobs {
+export function completionLogprobs(
+  tok: Tokenizer,
+  tokens: readonly GeneratedToken[],
+  startOffset = 0,
+): CompletionLogprobs {
   let offset = startOffset;
   const text_offset: number[] = [];
   for (const t of tokens) {
@@ -56,7 +60,9 @@ export function completionLogprobs(tok: Tokenizer, tokens: readonly GeneratedTok
     tokens: tokens.map((t) => tok.tokenText(t.id)),
     token_logprobs: tokens.map((t) => t.logprob),
     top_logprobs: withTop
-      ? tokens.map((t) => Object.fromEntries((t.topLogprobs ?? []).map((a) => [tok.tokenText(a.id), a.logprob])))
+      ? tokens.map((t) =>
+          Object.fromEntries((t.topLogprobs ?? []).map((a) => [tok.tokenText(a.id), a.logprob])),
+        )
       : null,
     text_offset,
     sampling_logprobs: tokens.map((t) => t.samplingLogprob),
@@ -69,11 +75,15 @@ export interface AssistantMessage {
   tool_calls?: ToolCall[];
 }
 
-export function assistantMessage(result: GenerateResult, parseTools: boolean): { message: AssistantMessage; finishReason: string } {
+export function assistantMessage(
+  result: GenerateResult,
+  parseTools: boolean,
+): { message: AssistantMessage; finishReason: string } {
   const parsed = parseTools ? parseToolCalls(result.text) : { content: result.text, toolCalls: [] };
   const message: AssistantMessage = { role: "assistant", content: parsed.content };
   if (parsed.toolCalls.length > 0) message.tool_calls = parsed.toolCalls;
-  const finishReason = parsed.toolCalls.length > 0 ? "tool_calls" : result.finishReason === "length" ? "length" : "stop";
+  const finishReason =
+    parsed.toolCalls.length > 0 ? "tool_calls" : result.finishReason === "length" ? "length" : "stop";
   return { message, finishReason };
 }
 

@@ -1,8 +1,8 @@
 import * as tf from "@tensorflow/tfjs";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ChatMessage } from "../tokenizer/messages.js";
 import { CALC_TOOL, toolCallingModel } from "../test-support/tiny.js";
+import type { ChatMessage } from "../tokenizer/messages.js";
 import { PolicyServer } from "./policy-server.js";
 
 type Setup = Awaited<ReturnType<typeof toolCallingModel>>;
@@ -24,7 +24,13 @@ const tools = [CALC_TOOL] as OpenAI.ChatCompletionTool[];
 
 beforeAll(async () => {
   s = await toolCallingModel();
-  server = new PolicyServer({ model: s.model, tokenizer: s.tokenizer, template: s.template, apiKey: API_KEY, modelName: "tiny" });
+  server = new PolicyServer({
+    model: s.model,
+    tokenizer: s.tokenizer,
+    template: s.template,
+    apiKey: API_KEY,
+    modelName: "tiny",
+  });
   await server.start();
   client = new OpenAI({ baseURL: server.baseUrl, apiKey: API_KEY, maxRetries: 0 });
 }, 120_000);
@@ -55,12 +61,14 @@ describe("PolicyServer with the openai SDK", () => {
     const tokenIds: number[] = choice.token_ids;
     expect(promptIds).toEqual(s.template.encodeChat(question, [CALC_TOOL]).ids);
     expect(tokenIds.at(-1)).toBe(s.tokenizer.eosId);
-    expect(s.tokenizer.decode(tokenIds, { skipSpecialTokens: true })).toBe(`<tool_call>{"name":"calc","arguments":{"expr":"2+3"}}</tool_call>`);
+    expect(s.tokenizer.decode(tokenIds, { skipSpecialTokens: true })).toBe(
+      `<tool_call>{"name":"calc","arguments":{"expr":"2+3"}}</tool_call>`,
+    );
 
     const content = choice.logprobs!.content!;
     expect(content.map((c: Ext) => c.token)).toEqual(tokenIds.map((id) => s.tokenizer.tokenText(id)));
     const expected = forwardLogprobs(promptIds, tokenIds);
-    content.forEach((c, i) => expect(Math.abs(c.logprob - expected[i]!)).toBeLessThan(1e-4));
+    for (const [i, c] of content.entries()) expect(Math.abs(c.logprob - expected[i]!)).toBeLessThan(1e-4);
     expect(content[0]!.top_logprobs).toHaveLength(2);
 
     // Feeding the reply back re-renders to exactly prompt + generated ids (no retokenization drift).
@@ -76,7 +84,17 @@ describe("PolicyServer with the openai SDK", () => {
   it("streams n=2 choices with the same ids and text as the non-streaming call", async () => {
     const params = {
       model: "tiny",
-      messages: [...question, { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "calc", arguments: '{"expr":"2+3"}' } }] }, { role: "tool", tool_call_id: "c1", content: "5" }],
+      messages: [
+        ...question,
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            { id: "c1", type: "function", function: { name: "calc", arguments: '{"expr":"2+3"}' } },
+          ],
+        },
+        { role: "tool", tool_call_id: "c1", content: "5" },
+      ],
       tools,
       n: 2,
       seed: 42,
@@ -85,9 +103,22 @@ describe("PolicyServer with the openai SDK", () => {
       logprobs: true,
       return_token_ids: true,
     } as Ext;
-    const whole = (await client.chat.completions.create({ ...params, stream: false } as never)) as OpenAI.ChatCompletion & Ext;
-    const stream = await client.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } } as never);
-    const got = [0, 1].map(() => ({ content: "", ids: [] as number[], logprobs: [] as number[], finish: "" as string | null, tools: [] as unknown[] }));
+    const whole = (await client.chat.completions.create({
+      ...params,
+      stream: false,
+    } as never)) as OpenAI.ChatCompletion & Ext;
+    const stream = await client.chat.completions.create({
+      ...params,
+      stream: true,
+      stream_options: { include_usage: true },
+    } as never);
+    const got = [0, 1].map(() => ({
+      content: "",
+      ids: [] as number[],
+      logprobs: [] as number[],
+      finish: "" as string | null,
+      tools: [] as unknown[],
+    }));
     let promptIds: number[] | undefined;
     let usage: unknown;
     for await (const chunk of stream as unknown as AsyncIterable<OpenAI.ChatCompletionChunk & Ext>) {
@@ -112,7 +143,7 @@ describe("PolicyServer with the openai SDK", () => {
       expect(g.content || null).toBe(choice.message.content);
       expect(g.tools.length).toBe(choice.message.tool_calls?.length ?? 0);
       const expected = forwardLogprobs(promptIds!, g.ids);
-      g.logprobs.forEach((lp, j) => expect(Math.abs(lp - expected[j]!)).toBeLessThan(1e-4));
+      for (const [j, lp] of g.logprobs.entries()) expect(Math.abs(lp - expected[j]!)).toBeLessThan(1e-4);
       if (!choice.message.tool_calls) {
         const text = s.tokenizer.decode(g.ids, { skipSpecialTokens: true });
         expect(text).toBe(choice.message.content ?? "");
@@ -139,9 +170,17 @@ describe("PolicyServer with the openai SDK", () => {
       expect(s.tokenizer.decode(c.token_ids, { skipSpecialTokens: true })).toBe(c.text);
       expect(c.text).toContain("<tool_call>");
       const expected = forwardLogprobs(promptIds, c.token_ids);
-      c.logprobs!.token_logprobs!.forEach((lp, j) => expect(Math.abs(lp - expected[j]!)).toBeLessThan(1e-4));
+      for (const [j, lp] of c.logprobs!.token_logprobs!.entries())
+        expect(Math.abs(lp - expected[j]!)).toBeLessThan(1e-4);
     }
-    const stream = await client.completions.create({ model: "tiny", prompt: "hello", max_tokens: 10, seed: 3, stream: true, return_token_ids: true } as never);
+    const stream = await client.completions.create({
+      model: "tiny",
+      prompt: "hello",
+      max_tokens: 10,
+      seed: 3,
+      stream: true,
+      return_token_ids: true,
+    } as never);
     let text = "";
     const ids: number[] = [];
     let sawPrompt = false;
@@ -157,7 +196,13 @@ describe("PolicyServer with the openai SDK", () => {
     expect(sawPrompt).toBe(true);
     expect(finish).not.toBeNull();
     expect(s.tokenizer.decode(ids, { skipSpecialTokens: true })).toBe(text);
-    const same = (await client.completions.create({ model: "tiny", prompt: "hello", max_tokens: 10, seed: 3, return_token_ids: true } as never)) as Ext;
+    const same = (await client.completions.create({
+      model: "tiny",
+      prompt: "hello",
+      max_tokens: 10,
+      seed: 3,
+      return_token_ids: true,
+    } as never)) as Ext;
     expect(same.choices[0].token_ids).toEqual(ids);
   });
 
@@ -170,13 +215,22 @@ describe("PolicyServer with the openai SDK", () => {
       }
       throw new Error("expected an error");
     };
-    const unknown = await bad(client.chat.completions.create({ model: "gpt-9", messages: [{ role: "user", content: "x" }] }));
+    const unknown = await bad(
+      client.chat.completions.create({ model: "gpt-9", messages: [{ role: "user", content: "x" }] }),
+    );
     expect(unknown.status).toBe(400);
     expect(unknown.code).toBe("model_not_found");
-    const tooLong = await bad(client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "x".repeat(200) }] }));
+    const tooLong = await bad(
+      client.chat.completions.create({
+        model: "tiny",
+        messages: [{ role: "user", content: "x".repeat(200) }],
+      }),
+    );
     expect(tooLong.status).toBe(400);
     expect(tooLong.code).toBe("context_length_exceeded");
-    const malformed = await bad(client.chat.completions.create({ model: "tiny", messages: [{ role: "robot", content: "x" }] as never }));
+    const malformed = await bad(
+      client.chat.completions.create({ model: "tiny", messages: [{ role: "robot", content: "x" }] as never }),
+    );
     expect(malformed.status).toBe(400);
     expect(malformed.param).toContain("messages");
     const badIds = await bad(client.completions.create({ model: "tiny", prompt: [1, 99999] as never }));
@@ -191,16 +245,71 @@ describe("PolicyServer with the openai SDK", () => {
 
   it("swaps weights between steps without dropping in-flight requests", async () => {
     const v0 = server.version;
-    const inflight = client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "go" }], max_tokens: 40, seed: 1 });
+    const inflight = client.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "go" }],
+      max_tokens: 40,
+      seed: 1,
+    });
     await new Promise((r) => setTimeout(r, 10));
     const copy = s.model.clone();
     const swapped = server.swapWeights(copy);
-    const queued = client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "go" }], max_tokens: 5, seed: 1 });
+    const queued = client.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "go" }],
+      max_tokens: 5,
+      seed: 1,
+    });
     const [a, version, b] = await Promise.all([inflight, swapped, queued]);
     expect(version).toBe(v0 + 1);
     expect(a.choices[0]!.message).toBeDefined();
     expect(a.system_fingerprint).toBe(`agl-policy-v${v0}`);
     expect(b.system_fingerprint).toBe(`agl-policy-v${v0 + 1}`);
     copy.dispose();
+  });
+});
+
+describe("PolicyServer limits", () => {
+  it("enforces the body limit, the request deadline, and stops generating for a vanished client", async () => {
+    const small = new PolicyServer({ model: s.model, tokenizer: s.tokenizer, bodyLimitBytes: 2000, requestTimeoutMs: 30 });
+    await small.start();
+    try {
+      const big = await fetch(`${small.baseUrl}/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "agl-policy", messages: [{ role: "user", content: "x".repeat(5000) }] }),
+      });
+      expect(big.status).toBe(413);
+      expect(((await big.json()) as Ext).error.message).toMatch(/too large/);
+      // Paused: the request waits in the queue until its 30 ms deadline aborts it.
+      await small.pause();
+      const slow = await fetch(`${small.baseUrl}/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "agl-policy", prompt: "a", max_tokens: 5 }),
+      });
+      expect(slow.status).toBe(504);
+      expect(((await slow.json()) as Ext).error.code).toBe("timeout");
+      expect(small.generator.queuedCount).toBe(0);
+      small.resume();
+    } finally {
+      await small.stop();
+    }
+    const ctrl = new AbortController();
+    const res = await fetch(`${server.baseUrl}/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${API_KEY}` },
+      body: JSON.stringify({ model: "tiny", prompt: "a", max_tokens: 127, ignore_eos: true, stream: true }),
+      signal: ctrl.signal,
+    });
+    const reader = res.body!.getReader();
+    await reader.read();
+    const stepsAtAbort = server.generator.steps;
+    ctrl.abort();
+    const deadline = Date.now() + 2000;
+    while (server.generator.activeCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(server.generator.activeCount).toBe(0);
+    // 127 tokens were asked for; the sequence was dropped long before.
+    expect(server.generator.steps - stepsAtAbort).toBeLessThan(100);
   });
 });

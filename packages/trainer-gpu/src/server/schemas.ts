@@ -29,7 +29,10 @@ export const ChatCompletionRequestSchema = z.object({
   messages: z.array(z.unknown()).min(1),
   tools: z.array(z.unknown()).nullish(),
   tool_choice: z
-    .union([z.enum(["none", "auto", "required"]), z.object({ type: z.literal("function"), function: z.object({ name: z.string() }) })])
+    .union([
+      z.enum(["none", "auto", "required"]),
+      z.object({ type: z.literal("function"), function: z.object({ name: z.string() }) }),
+    ])
     .nullish(),
   max_completion_tokens: z.number().int().min(1).nullish(),
   logprobs: z.boolean().nullish(),
@@ -39,7 +42,12 @@ export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
 
 export const CompletionRequestSchema = z.object({
   ...Sampling,
-  prompt: z.union([z.string(), z.array(z.number().int()).min(1), z.array(z.string()).length(1), z.array(z.array(z.number().int()).min(1)).length(1)]),
+  prompt: z.union([
+    z.string(),
+    z.array(z.number().int()).min(1),
+    z.array(z.string()).length(1),
+    z.array(z.array(z.number().int()).min(1)).length(1),
+  ]),
   /** Completions API: number of top alternatives per token (0 = only the sampled token's logprob). */
   logprobs: z.number().int().min(0).max(20).nullish(),
   echo: z.literal(false).nullish(),
@@ -57,7 +65,11 @@ export class HttpError extends Error {
     message: string,
     readonly param: string | null = null,
     readonly code: string | null = null,
-    readonly type = status === 401 ? "authentication_error" : status >= 500 ? "server_error" : "invalid_request_error",
+    readonly type = status === 401
+      ? "authentication_error"
+      : status >= 500
+        ? "server_error"
+        : "invalid_request_error",
   ) {
     super(message);
     this.name = "HttpError";
@@ -71,5 +83,10 @@ export class HttpError extends Error {
 export function zodToHttpError(error: z.ZodError): HttpError {
   const issue = error.issues[0];
   const param = issue && issue.path.length > 0 ? issue.path.join(".") : null;
-  return new HttpError(400, `Invalid request${param ? ` field ${param}` : ""}: ${issue?.message ?? "malformed body"}`, param, "invalid_value");
+  return new HttpError(
+    400,
+    `Invalid request${param ? ` field ${param}` : ""}: ${issue?.message ?? "malformed body"}`,
+    param,
+    "invalid_value",
+  );
 }

@@ -27,7 +27,13 @@ describe("sft", () => {
     const path = join(dir, "data.jsonl");
     const data = [...greetings, toolTranscript(1, 2), toolTranscript(4, 4)];
     await writeFile(path, data.map((d) => JSON.stringify(d)).join("\n"));
-    const result = await sft(model, path, { template, steps: 120, batchSize: 6, learningRate: 1e-2, progress: false });
+    const result = await sft(model, path, {
+      template,
+      steps: 120,
+      batchSize: 6,
+      learningRate: 1e-2,
+      progress: false,
+    });
     expect(result.losses).toHaveLength(120);
     const first = result.losses[0] as number;
     const lastMean = result.losses.slice(-10).reduce((a, b) => a + b, 0) / 10;

@@ -94,7 +94,11 @@ function clipByGlobalNorm(grads: Record<string, tf.Tensor>, maxNorm: number): Re
  * contribute to the loss; system, user, tool and template tokens are context. Each batch is cropped to
  * its longest sequence; transcripts longer than the context are truncated.
  */
-export async function sft(model: PolicyModel, data: readonly SftExample[] | string, options: SftOptions): Promise<SftResult> {
+export async function sft(
+  model: PolicyModel,
+  data: readonly SftExample[] | string,
+  options: SftOptions,
+): Promise<SftResult> {
   const examples = typeof data === "string" ? await readSftJsonl(data) : data;
   const ctx = model.config.contextLength;
   const encoded: Encoded[] = [];
@@ -106,7 +110,8 @@ export async function sft(model: PolicyModel, data: readonly SftExample[] | stri
     if (mask.slice(1).some((m) => m === 1)) encoded.push({ ids, mask });
     else skipped++;
   }
-  if (encoded.length === 0) throw new Error("sft: no example has an assistant token within the context length");
+  if (encoded.length === 0)
+    throw new Error("sft: no example has an assistant token within the context length");
   const batchSize = Math.max(1, Math.min(options.batchSize ?? 16, encoded.length));
   const perEpoch = Math.ceil(encoded.length / batchSize);
   const totalSteps = options.steps ?? perEpoch * (options.epochs ?? 1);
@@ -136,7 +141,10 @@ export async function sft(model: PolicyModel, data: readonly SftExample[] | stri
   const showBar = options.progress ?? Boolean(process.stderr.isTTY);
   const bar = showBar
     ? new cliProgress.SingleBar(
-        { format: "sft [{bar}] {value}/{total} steps | loss {loss} | {tps} tok/s | eta {eta_formatted}", stream: process.stderr },
+        {
+          format: "sft [{bar}] {value}/{total} steps | loss {loss} | {tps} tok/s | eta {eta_formatted}",
+          stream: process.stderr,
+        },
         cliProgress.Presets.shades_classic,
       )
     : undefined;
@@ -149,7 +157,8 @@ export async function sft(model: PolicyModel, data: readonly SftExample[] | stri
   try {
     for (let step = 0; step < totalSteps; step++) {
       if (options.optimizer === undefined && warmup > 0) {
-        (optimizer as unknown as { learningRate: number }).learningRate = lr * Math.min(1, (step + 1) / warmup);
+        (optimizer as unknown as { learningRate: number }).learningRate =
+          lr * Math.min(1, (step + 1) / warmup);
       }
       const batch = nextBatch();
       const T = Math.max(...batch.map((b) => b.ids.length));

@@ -11,7 +11,14 @@ export async function tinySetup(seed = 1, contextLength = 128) {
   await selectBackend({ log: () => {} });
   const tokenizer = new Tokenizer();
   const template = new ChatTemplate(tokenizer);
-  const model = PolicyModel.create({ vocabSize: tokenizer.vocabSize, dModel: 32, nLayers: 2, nHeads: 4, contextLength, seed });
+  const model = PolicyModel.create({
+    vocabSize: tokenizer.vocabSize,
+    dModel: 32,
+    nLayers: 2,
+    nHeads: 4,
+    contextLength,
+    seed,
+  });
   return { tokenizer, template, model };
 }
 
@@ -33,7 +40,13 @@ export function toolTranscript(a: number, b: number): SftExample {
       {
         role: "assistant",
         content: null,
-        tool_calls: [{ id: "c1", type: "function", function: { name: "calc", arguments: JSON.stringify({ expr: `${a}+${b}` }) } }],
+        tool_calls: [
+          {
+            id: "c1",
+            type: "function",
+            function: { name: "calc", arguments: JSON.stringify({ expr: `${a}+${b}` }) },
+          },
+        ],
       },
       { role: "tool", tool_call_id: "c1", content: String(a + b) },
       { role: "assistant", content: `It is ${a + b}.` },

@@ -11,7 +11,11 @@ const template = new ChatTemplate(tok);
 const tools = [
   {
     type: "function" as const,
-    function: { name: "calculator", description: "math", parameters: { type: "object", properties: { expression: { type: "string" } } } },
+    function: {
+      name: "calculator",
+      description: "math",
+      parameters: { type: "object", properties: { expression: { type: "string" } } },
+    },
   },
 ];
 
@@ -36,7 +40,9 @@ describe("ChatTemplate", () => {
       {
         role: "assistant",
         content: null,
-        tool_calls: [{ id: "a", type: "function", function: { name: "calculator", arguments: '{"expression":"2+3"}' } }],
+        tool_calls: [
+          { id: "a", type: "function", function: { name: "calculator", arguments: '{"expression":"2+3"}' } },
+        ],
       },
       { role: "tool", tool_call_id: "a", content: "5" },
       { role: "assistant", content: "5" },
@@ -50,7 +56,9 @@ describe("ChatTemplate", () => {
       const prompt = template.encodeChat(turns.slice(0, k), tools).ids;
       const next = turns[k];
       if (next?.role === "assistant") {
-        const extended = template.encodeChat(turns.slice(0, k + 1), tools, { addGenerationPrompt: false }).ids;
+        const extended = template.encodeChat(turns.slice(0, k + 1), tools, {
+          addGenerationPrompt: false,
+        }).ids;
         expect(extended.slice(0, prompt.length)).toEqual(prompt);
       }
       previous = withoutPrompt;
@@ -58,7 +66,10 @@ describe("ChatTemplate", () => {
   });
 
   it("holds for arbitrary appended user/assistant turns (property)", () => {
-    const msg = fc.record({ role: fc.constantFrom("user" as const, "assistant" as const, "tool" as const), content: fc.string({ maxLength: 20 }) });
+    const msg = fc.record({
+      role: fc.constantFrom("user" as const, "assistant" as const, "tool" as const),
+      content: fc.string({ maxLength: 20 }),
+    });
     fc.assert(
       fc.property(fc.array(msg, { minLength: 1, maxLength: 6 }), msg, (history, extra) => {
         const a = template.encodeChat(history, tools, { addGenerationPrompt: false }).ids;
@@ -76,7 +87,13 @@ describe("ChatTemplate", () => {
         {
           role: "assistant",
           content: "ok",
-          tool_calls: [{ id: "x", type: "function", function: { name: "calculator", arguments: '{ "expression" : "1+1" }' } }],
+          tool_calls: [
+            {
+              id: "x",
+              type: "function",
+              function: { name: "calculator", arguments: '{ "expression" : "1+1" }' },
+            },
+          ],
         },
       ],
       tools,
@@ -86,14 +103,21 @@ describe("ChatTemplate", () => {
       '<bos><|tools|>calculator(expression)<eos><|user|>hi<eos><|assistant|>ok<tool_call>{"name":"calculator","arguments":{"expression":"1+1"}}</tool_call><eos>',
     );
     const masked = e.ids.filter((_, i) => e.assistantMask[i] === 1);
-    expect(tok.decode(masked)).toBe('ok<tool_call>{"name":"calculator","arguments":{"expression":"1+1"}}</tool_call><eos>');
+    expect(tok.decode(masked)).toBe(
+      'ok<tool_call>{"name":"calculator","arguments":{"expression":"1+1"}}</tool_call><eos>',
+    );
     expect(e.messageOffsets).toHaveLength(2);
-    const json = new ChatTemplate(tok, { toolStyle: "json" }).encodeChat([{ role: "user", content: "x" }], tools);
+    const json = new ChatTemplate(tok, { toolStyle: "json" }).encodeChat(
+      [{ role: "user", content: "x" }],
+      tools,
+    );
     expect(tok.decode(json.ids)).toContain('{"name":"calculator","description":"math"');
   });
 
   it("rejects malformed messages with an error naming the field", () => {
-    expect(() => template.encodeChat([{ role: "wizard", content: "x" } as never])).toThrow(InvalidArgumentError);
+    expect(() => template.encodeChat([{ role: "wizard", content: "x" } as never])).toThrow(
+      InvalidArgumentError,
+    );
     try {
       template.encodeChat([{ role: "user", content: 5 } as never]);
     } catch (error) {
@@ -109,20 +133,36 @@ describe("parseToolCalls", () => {
     const text = `Let me compute.<tool_call>${body}</tool_call>`;
     const parsed = parseToolCalls(text, () => "id1");
     expect(parsed.content).toBe("Let me compute.");
-    expect(parsed.toolCalls).toEqual([{ id: "id1", type: "function", function: { name: "calculator", arguments: '{"expression":"2*(3+4)"}' } }]);
+    expect(parsed.toolCalls).toEqual([
+      {
+        id: "id1",
+        type: "function",
+        function: { name: "calculator", arguments: '{"expression":"2*(3+4)"}' },
+      },
+    ]);
     expect(renderToolCallBody("calculator", parsed.toolCalls[0]!.function.arguments)).toBe(body);
-    expect(parseToolCalls(`<tool_call>${body}</tool_call><tool_call>${body}</tool_call>`).toolCalls).toHaveLength(2);
+    expect(
+      parseToolCalls(`<tool_call>${body}</tool_call><tool_call>${body}</tool_call>`).toolCalls,
+    ).toHaveLength(2);
     expect(parseToolCalls(`<tool_call>${body}</tool_call>`).content).toBeNull();
   });
 
   it("returns unparseable calls as plain content", () => {
-    for (const bad of ["<tool_call>{nope</tool_call>", "<tool_call>{}</tool_call>", "x<tool_call>{\"name\":\"a\"}", '<tool_call>["a"]</tool_call>']) {
+    for (const bad of [
+      "<tool_call>{nope</tool_call>",
+      "<tool_call>{}</tool_call>",
+      'x<tool_call>{"name":"a"}',
+      '<tool_call>["a"]</tool_call>',
+    ]) {
       expect(parseToolCalls(bad)).toEqual({ content: bad, toolCalls: [] });
     }
   });
 
   it("never throws on arbitrary text (property)", () => {
-    const piece = fc.oneof(fc.string(), fc.constantFrom("<tool_call>", "</tool_call>", '{"name":"f","arguments":{}}', "{", "}"));
+    const piece = fc.oneof(
+      fc.string(),
+      fc.constantFrom("<tool_call>", "</tool_call>", '{"name":"f","arguments":{}}', "{", "}"),
+    );
     fc.assert(
       fc.property(fc.array(piece, { maxLength: 8 }), (parts) => {
         const out = parseToolCalls(parts.join(""));

@@ -1,8 +1,14 @@
 import { parseOrThrow } from "@agl/core";
 import { z } from "zod";
-import { type ChatMessage, ChatMessageSchema, contentText, type ToolDefinition, ToolSchema } from "./messages.js";
-import { renderToolCallBody } from "./tool-calls.js";
+import {
+  type ChatMessage,
+  ChatMessageSchema,
+  contentText,
+  type ToolDefinition,
+  ToolSchema,
+} from "./messages.js";
 import type { Tokenizer } from "./tokenizer.js";
+import { renderToolCallBody } from "./tool-calls.js";
 
 /**
  * The chat template. Every message renders to its own token segment, independent of later messages:

@@ -48,8 +48,8 @@ export class Tokenizer {
     if (unique.length !== Array.from(chars).length) throw new Error("Tokenizer chars must not repeat");
     this.chars = unique.join("");
     this.idToText = [...SPECIAL_TOKENS, ...unique];
-    SPECIAL_TOKENS.forEach((t, i) => this.specialIds.set(t, i));
-    unique.forEach((c, i) => this.charToId.set(c, SPECIAL_TOKENS.length + i));
+    for (const [i, t] of SPECIAL_TOKENS.entries()) this.specialIds.set(t, i);
+    for (const [i, c] of unique.entries()) this.charToId.set(c, SPECIAL_TOKENS.length + i);
     this.vocabSize = this.idToText.length;
   }
 

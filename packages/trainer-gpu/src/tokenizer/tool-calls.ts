@@ -57,7 +57,8 @@ export function parseToolCalls(text: string, makeId: () => string = newCallId): 
     } catch {
       return { content: text, toolCalls: [] };
     }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return { content: text, toolCalls: [] };
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+      return { content: text, toolCalls: [] };
     const { name, arguments: args } = parsed as { name?: unknown; arguments?: unknown };
     if (typeof name !== "string" || name.length === 0) return { content: text, toolCalls: [] };
     const argString = args === undefined ? "{}" : typeof args === "string" ? args : JSON.stringify(args);

@@ -120,12 +120,18 @@ function statusCode(value: unknown): (typeof STATUS_CODES)[number] {
   if (typeof value === "number") return STATUS_CODES[value] ?? "UNSET";
   if (typeof value === "string") {
     const name = value.replace(/^STATUS_CODE_/, "");
-    return (STATUS_CODES as readonly string[]).includes(name) ? (name as (typeof STATUS_CODES)[number]) : "UNSET";
+    return (STATUS_CODES as readonly string[]).includes(name)
+      ? (name as (typeof STATUS_CODES)[number])
+      : "UNSET";
   }
   return "UNSET";
 }
 
-function idAttribute(spanAttrs: Attributes, resourceAttrs: Attributes, key: string): AttributeValue | undefined {
+function idAttribute(
+  spanAttrs: Attributes,
+  resourceAttrs: Attributes,
+  key: string,
+): AttributeValue | undefined {
   const v = spanAttrs[key];
   if (v !== undefined && v !== null && v !== "") return v;
   const r = resourceAttrs[key];

@@ -115,10 +115,11 @@ export const RpcStatus = root.lookupType("opentelemetry.proto.RpcStatus");
 /** Decode a protobuf request into plain objects (camelCase keys, bytes as Uint8Array, 64-bit ints as strings). */
 export function decodeTraceRequest(buffer: Uint8Array): Record<string, unknown> {
   const message = ExportTraceServiceRequest.decode(buffer);
-  return ExportTraceServiceRequest.toObject(message, { longs: String, enums: Number, defaults: false }) as Record<
-    string,
-    unknown
-  >;
+  return ExportTraceServiceRequest.toObject(message, {
+    longs: String,
+    enums: Number,
+    defaults: false,
+  }) as Record<string, unknown>;
 }
 
 export function encodeTraceResponse(rejectedSpans: number, errorMessage: string): Uint8Array {

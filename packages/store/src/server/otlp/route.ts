@@ -1,6 +1,6 @@
-import { gunzip, gzip } from "node:zlib";
 import { promisify } from "node:util";
-import { NotFoundError, type LightningStore, type SpanInput } from "@agl/core";
+import { gunzip, gzip } from "node:zlib";
+import { type LightningStore, NotFoundError, type SpanInput } from "@agl/core";
 import type { Context, Hono } from "hono";
 import type { StoreServerLogger } from "../logging.js";
 import { convertTraceRequest, type PendingSpan } from "./convert.js";
@@ -24,12 +24,22 @@ export function registerOtlpRoutes(app: Hono, store: LightningStore, options: Ot
   app.post("/v1/traces", async (c) => {
     const format = formatOf(c.req.header("content-type"));
     if (!format) {
-      return reply(c, "protobuf", 400, encodeRpcStatus(3, "Content-Type must be application/x-protobuf or application/json"));
+      return reply(
+        c,
+        "protobuf",
+        400,
+        encodeRpcStatus(3, "Content-Type must be application/x-protobuf or application/json"),
+      );
     }
     let request: unknown;
     try {
       const body = await readBody(c, options.maxDecompressedBytes);
-      request = body.length === 0 ? {} : format === "protobuf" ? decodeTraceRequest(body) : JSON.parse(body.toString("utf8"));
+      request =
+        body.length === 0
+          ? {}
+          : format === "protobuf"
+            ? decodeTraceRequest(body)
+            : JSON.parse(body.toString("utf8"));
     } catch (error) {
       const message = `Invalid OTLP ${format} payload: ${(error as Error).message}`;
       return replyStatus(c, format, 400, message);
@@ -37,14 +47,19 @@ export function registerOtlpRoutes(app: Hono, store: LightningStore, options: Ot
     const { spans, dropped } = convertTraceRequest(request);
     const rejected = dropped + (await storeSpans(store, spans, options.logger));
     if (rejected > 0) {
-      options.logger.warn("otlp spans rejected", { received: spans.length + dropped, rejected, without_ids: dropped });
+      options.logger.warn("otlp spans rejected", {
+        received: spans.length + dropped,
+        rejected,
+        without_ids: dropped,
+      });
     }
     const message =
       rejected > 0
         ? `${rejected} span(s) rejected: ${dropped} without agentlightning.rollout_id/attempt_id, ${rejected - dropped} for unknown rollouts or attempts`
         : "";
     if (format === "json") {
-      const payload = rejected > 0 ? { partialSuccess: { rejectedSpans: String(rejected), errorMessage: message } } : {};
+      const payload =
+        rejected > 0 ? { partialSuccess: { rejectedSpans: String(rejected), errorMessage: message } } : {};
       return reply(c, "json", 200, Buffer.from(JSON.stringify(payload)));
     }
     return reply(c, "protobuf", 200, encodeTraceResponse(rejected, message));
@@ -77,7 +92,11 @@ async function readBody(c: Context, maxDecompressedBytes: number): Promise<Buffe
  * names an unknown rollout or attempt, store each (rollout, attempt) group on its own so one bad
  * group does not lose the others. Returns how many spans were rejected.
  */
-async function storeSpans(store: LightningStore, pending: PendingSpan[], logger: StoreServerLogger): Promise<number> {
+async function storeSpans(
+  store: LightningStore,
+  pending: PendingSpan[],
+  logger: StoreServerLogger,
+): Promise<number> {
   if (pending.length === 0) return 0;
   const missing = pending.filter((p) => p.span.sequence_id === undefined);
   if (missing.length > 0) {
@@ -107,7 +126,10 @@ async function storeSpans(store: LightningStore, pending: PendingSpan[], logger:
     } catch (error) {
       if (!NotFoundError.isInstance(error)) throw error;
       rejected += group.length;
-      logger.warn("otlp spans for unknown rollout or attempt", { detail: error.message, spans: group.length });
+      logger.warn("otlp spans for unknown rollout or attempt", {
+        detail: error.message,
+        spans: group.length,
+      });
     }
   }
   return rejected;

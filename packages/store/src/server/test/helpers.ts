@@ -1,6 +1,6 @@
 import { InMemoryLightningStore, type LightningStore } from "@agl/core";
 import { silentServerLogger } from "../logging.js";
-import { startStoreServer, type StoreServer, type StoreServerOptions } from "../server.js";
+import { type StoreServer, type StoreServerOptions, startStoreServer } from "../server.js";
 
 export interface Harness {
   store: LightningStore;

@@ -1,7 +1,7 @@
 import { InMemoryLightningStore, type LightningStore } from "@agl/core";
 import { afterEach, describe, expect, it } from "vitest";
 import { jsonLinesLogger } from "../logging.js";
-import { harness, type Harness } from "./helpers.js";
+import { type Harness, harness } from "./helpers.js";
 
 const API = "/v1/agl";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -26,9 +26,15 @@ describe("bearer auth", () => {
     expect(none.status).toBe(401);
     expect(none.body).toMatchObject({ error_type: "Unauthorized" });
     expect(none.headers.get("www-authenticate")).toContain("Bearer");
-    expect((await h.call("GET", `${API}/statistics`, undefined, { authorization: "Bearer wrong" })).status).toBe(401);
-    expect((await h.call("GET", `${API}/statistics`, undefined, { authorization: "Bearer s3cretX" })).status).toBe(401);
-    expect((await h.call("GET", `${API}/statistics`, undefined, { authorization: "Bearer s3cret" })).status).toBe(200);
+    expect(
+      (await h.call("GET", `${API}/statistics`, undefined, { authorization: "Bearer wrong" })).status,
+    ).toBe(401);
+    expect(
+      (await h.call("GET", `${API}/statistics`, undefined, { authorization: "Bearer s3cretX" })).status,
+    ).toBe(401);
+    expect(
+      (await h.call("GET", `${API}/statistics`, undefined, { authorization: "Bearer s3cret" })).status,
+    ).toBe(200);
     expect((await h.call("GET", "/task")).status).toBe(401);
     expect((await h.call("POST", "/v1/traces", "", { "content-type": "application/json" })).status).toBe(401);
   });
@@ -53,7 +59,9 @@ describe("limits", () => {
       duplex: "half",
     } as RequestInit);
     expect(chunked.status).toBe(413);
-    expect((await h.call("POST", `${API}/queues/rollouts/enqueue`, { rollouts: [{ input: 1 }] })).status).toBe(201);
+    expect(
+      (await h.call("POST", `${API}/queues/rollouts/enqueue`, { rollouts: [{ input: 1 }] })).status,
+    ).toBe(201);
   });
 
   it("answers 504 when a request outlives the per-request timeout", async () => {
@@ -79,9 +87,15 @@ describe("limits", () => {
       }),
     });
     const res = await h.call("GET", `${API}/statistics`);
-    expect(res).toMatchObject({ status: 500, body: { detail: "Internal server error", error_type: "TypeError" } });
+    expect(res).toMatchObject({
+      status: 500,
+      body: { detail: "Internal server error", error_type: "TypeError" },
+    });
     const entries = lines.map((l) => JSON.parse(l));
-    expect(entries.find((e) => e.msg === "unhandled error")).toMatchObject({ level: "error", message: "boom" });
+    expect(entries.find((e) => e.msg === "unhandled error")).toMatchObject({
+      level: "error",
+      message: "boom",
+    });
     expect(entries.find((e) => e.msg === "request" && e.path === `${API}/statistics`)).toMatchObject({
       method: "GET",
       status: 500,

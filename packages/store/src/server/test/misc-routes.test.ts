@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { harness, type Harness } from "./helpers.js";
+import { type Harness, harness } from "./helpers.js";
 
 const API = "/v1/agl";
 const llm = { resource_type: "llm", endpoint: "http://llm/v1", model: "m" };
@@ -33,12 +33,18 @@ describe("resources", () => {
   it("POST /resources is 201 with a full ResourcesUpdate; latest, by id, upsert, query", async () => {
     const added = await h.call("POST", `${API}/resources`, { main: llm });
     expect(added.status).toBe(201);
-    expect(Object.keys(added.body).sort()).toEqual(["create_time", "resources", "resources_id", "update_time", "version"]);
+    expect(Object.keys(added.body).sort()).toEqual([
+      "create_time",
+      "resources",
+      "resources_id",
+      "update_time",
+      "version",
+    ]);
     expect(added.body.resources.main).toEqual({ ...llm, api_key: null, sampling_parameters: {} });
     expect(added.body.version).toBe(1);
     expect((await h.call("GET", `${API}/resources/latest`)).body.resources_id).toBe(added.body.resources_id);
     expect((await h.call("GET", `${API}/resources/${added.body.resources_id}`)).body).toEqual(added.body);
-    expect((await h.call("GET", `${API}/resources/rs-missing`))).toMatchObject({ status: 200, body: null });
+    expect(await h.call("GET", `${API}/resources/rs-missing`)).toMatchObject({ status: 200, body: null });
 
     const upd = await h.call("POST", `${API}/resources/${added.body.resources_id}`, {
       prompt: { resource_type: "prompt_template", template: "Hi {name}" },
@@ -81,7 +87,12 @@ describe("spans", () => {
     const a = await attempt();
     const res = await h.call("POST", `${API}/spans`, span(a, 1, { custom_key: { x: 1 } }));
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ name: "s1", custom_key: { x: 1 }, status: { status_code: "UNSET" }, events: [] });
+    expect(res.body).toMatchObject({
+      name: "s1",
+      custom_key: { x: 1 },
+      status: { status_code: "UNSET" },
+      events: [],
+    });
     const dup = await h.call("POST", `${API}/spans`, span(a, 1));
     expect(dup).toMatchObject({ status: 201, body: null });
     const missing = await h.call("POST", `${API}/spans`, { ...span(a, 2), rollout_id: "ro-nope" });
@@ -93,7 +104,10 @@ describe("spans", () => {
 
   it("sequence ids: /spans/next per rollout, the batch route gives consecutive values", async () => {
     const a = await attempt();
-    const next = await h.call("POST", `${API}/spans/next`, { rollout_id: a.rollout_id, attempt_id: a.attempt_id });
+    const next = await h.call("POST", `${API}/spans/next`, {
+      rollout_id: a.rollout_id,
+      attempt_id: a.attempt_id,
+    });
     expect(next).toMatchObject({ status: 200, body: { sequence_id: 1 } });
     const batch = await h.call("POST", `${API}/spans/next/batch`, {
       pairs: [
@@ -108,7 +122,9 @@ describe("spans", () => {
 
   it("batch insert, then GET and POST search agree; rollout_id is required; latest attempt", async () => {
     const a = await attempt();
-    const stored = await h.call("POST", `${API}/spans/batch`, { spans: [span(a, 1), span(a, 2), span(a, 3, { name: "other" })] });
+    const stored = await h.call("POST", `${API}/spans/batch`, {
+      spans: [span(a, 1), span(a, 2), span(a, 3, { name: "other" })],
+    });
     expect(stored.status).toBe(201);
     expect(stored.body).toHaveLength(3);
     const q = `rollout_id=${a.rollout_id}&attempt_id=latest&name_contains=s&sort_order=desc`;
@@ -140,6 +156,9 @@ describe("workers", () => {
     const viaPost = await h.call("POST", `${API}/workers/search`, { status_in: ["idle", "busy"], limit: 5 });
     expect(viaGet.body).toEqual(viaPost.body);
     expect(viaGet.body.items.map((w: any) => w.worker_id)).toEqual(["w-2"]);
-    expect((await h.call("GET", `${API}/workers?worker_id_contains=w-&limit=1`)).body).toMatchObject({ total: 2, limit: 1 });
+    expect((await h.call("GET", `${API}/workers?worker_id_contains=w-&limit=1`)).body).toMatchObject({
+      total: 2,
+      limit: 1,
+    });
   });
 });

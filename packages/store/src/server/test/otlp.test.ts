@@ -11,7 +11,7 @@ import {
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { jsonLinesLogger } from "../logging.js";
 import { ExportTraceServiceResponse, RpcStatus } from "../otlp/proto.js";
-import { harness, type Harness } from "./helpers.js";
+import { type Harness, harness } from "./helpers.js";
 
 let h: Harness;
 let logs: any[];
@@ -49,7 +49,9 @@ describe("POST /v1/traces with the real @opentelemetry/exporter-trace-otlp-proto
       const spans = recordSpans(
         { "agentlightning.rollout_id": a.rollout_id, "agentlightning.attempt_id": a.attempt_id },
         (tracer) => {
-          const root = tracer.startSpan("root", { attributes: { task: "sum", n: 3, ok: true, tags: ["a", "b"] } });
+          const root = tracer.startSpan("root", {
+            attributes: { task: "sum", n: 3, ok: true, tags: ["a", "b"] },
+          });
           const child = tracer.startSpan(
             "llm",
             { attributes: { "agentlightning.span_sequence_id": 42 } },
@@ -61,7 +63,10 @@ describe("POST /v1/traces with the real @opentelemetry/exporter-trace-otlp-proto
           root.addLink({ context: child.spanContext(), attributes: { why: "x" } });
           root.end();
           const other = tracer.startSpan("elsewhere", {
-            attributes: { "agentlightning.rollout_id": b.rollout_id, "agentlightning.attempt_id": b.attempt_id },
+            attributes: {
+              "agentlightning.rollout_id": b.rollout_id,
+              "agentlightning.attempt_id": b.attempt_id,
+            },
           });
           other.end();
         },
@@ -90,12 +95,20 @@ describe("POST /v1/traces with the real @opentelemetry/exporter-trace-otlp-proto
       expect(llm.trace_id).toBe(root.trace_id);
       expect(root.attributes).toMatchObject({ task: "sum", n: 3, ok: true, tags: ["a", "b"] });
       expect(llm.status).toEqual({ status_code: "ERROR", description: "bad" });
-      expect(llm.events).toEqual([{ name: "token", attributes: { index: 1 }, timestamp: expect.any(Number) }]);
-      expect(root.links[0]).toMatchObject({ context: { span_id: llm.span_id, trace_id: llm.trace_id }, attributes: { why: "x" } });
+      expect(llm.events).toEqual([
+        { name: "token", attributes: { index: 1 }, timestamp: expect.any(Number) },
+      ]);
+      expect(root.links[0]).toMatchObject({
+        context: { span_id: llm.span_id, trace_id: llm.trace_id },
+        attributes: { why: "x" },
+      });
       const expectedStart = sdkRoot.startTime[0] + sdkRoot.startTime[1] / 1e9;
       expect(root.start_time).toBeCloseTo(expectedStart, 5);
       expect(root.end_time!).toBeGreaterThanOrEqual(root.start_time!);
-      expect(root.resource.attributes).toMatchObject({ "service.name": "agent", "agentlightning.rollout_id": a.rollout_id });
+      expect(root.resource.attributes).toMatchObject({
+        "service.name": "agent",
+        "agentlightning.rollout_id": a.rollout_id,
+      });
       expect(root.context).toMatchObject({ trace_id: root.trace_id, span_id: root.span_id });
       // A span stored for a preparing attempt brings it (and the rollout) to running.
       expect((await h.store.getRolloutById(a.rollout_id))!.status).toBe("running");
@@ -111,14 +124,25 @@ describe("POST /v1/traces with the real @opentelemetry/exporter-trace-otlp-proto
       tracer.startSpan("anonymous").end();
       tracer
         .startSpan("named", {
-          attributes: { "agentlightning.rollout_id": a.rollout_id, "agentlightning.attempt_id": a.attempt_id },
+          attributes: {
+            "agentlightning.rollout_id": a.rollout_id,
+            "agentlightning.attempt_id": a.attempt_id,
+          },
         })
         .end();
-      tracer.startSpan("unknown rollout", {
-        attributes: { "agentlightning.rollout_id": "ro-000000000000", "agentlightning.attempt_id": "at-00000000" },
-      }).end();
+      tracer
+        .startSpan("unknown rollout", {
+          attributes: {
+            "agentlightning.rollout_id": "ro-000000000000",
+            "agentlightning.attempt_id": "at-00000000",
+          },
+        })
+        .end();
     });
-    const exporter = new OTLPTraceExporter({ url: `${h.server.url}/v1/traces`, headers: { authorization: "Bearer tok" } });
+    const exporter = new OTLPTraceExporter({
+      url: `${h.server.url}/v1/traces`,
+      headers: { authorization: "Bearer tok" },
+    });
     expect(await exportWith(exporter, spans)).toBe(0);
     await exporter.shutdown();
     expect((await h.store.querySpans(a.rollout_id)).items.map((s) => s.name)).toEqual(["named"]);
@@ -156,7 +180,10 @@ describe("POST /v1/traces wire details", () => {
                     { key: "agentlightning.span_sequence_id", value: { intValue: "7" } },
                     { key: "f", value: { doubleValue: 0.5 } },
                     { key: "list", value: { arrayValue: { values: [{ intValue: 1 }, { intValue: "2" }] } } },
-                    { key: "obj", value: { kvlistValue: { values: [{ key: "k", value: { boolValue: true } }] } } },
+                    {
+                      key: "obj",
+                      value: { kvlistValue: { values: [{ key: "k", value: { boolValue: true } }] } },
+                    },
                     { key: "raw", value: { bytesValue: Buffer.from([1, 255]).toString("base64") } },
                   ],
                   status: { code: 1 },
@@ -184,7 +211,11 @@ describe("POST /v1/traces wire details", () => {
   });
 
   it("rejects other content types and bad payloads with 400 (a protobuf google.rpc.Status)", async () => {
-    const wrongType = await fetch(`${h.server.url}/v1/traces`, { method: "POST", headers: { ...auth, "content-type": "text/plain" }, body: "x" });
+    const wrongType = await fetch(`${h.server.url}/v1/traces`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "text/plain" },
+      body: "x",
+    });
     expect(wrongType.status).toBe(400);
     const status = RpcStatus.toObject(RpcStatus.decode(new Uint8Array(await wrongType.arrayBuffer()))) as any;
     expect(status.message).toContain("Content-Type");
@@ -205,14 +236,24 @@ describe("POST /v1/traces wire details", () => {
   });
 
   it("an empty body is fine; responses are gzipped when the client accepts gzip", async () => {
-    const empty = await fetch(`${h.server.url}/v1/traces`, { method: "POST", headers: { ...auth, "content-type": "application/x-protobuf" } });
+    const empty = await fetch(`${h.server.url}/v1/traces`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/x-protobuf" },
+    });
     expect(empty.status).toBe(200);
     expect(new Uint8Array(await empty.arrayBuffer())).toHaveLength(0);
 
-    const body = Buffer.from(JSON.stringify({ resourceSpans: [{ scopeSpans: [{ spans: [{ name: "no-ids" }] }] }] }));
+    const body = Buffer.from(
+      JSON.stringify({ resourceSpans: [{ scopeSpans: [{ spans: [{ name: "no-ids" }] }] }] }),
+    );
     const res = await fetch(`${h.server.url}/v1/traces`, {
       method: "POST",
-      headers: { ...auth, "content-type": "application/json", "content-encoding": "gzip", "accept-encoding": "gzip" },
+      headers: {
+        ...auth,
+        "content-type": "application/json",
+        "content-encoding": "gzip",
+        "accept-encoding": "gzip",
+      },
       body: gzipSync(body),
     });
     expect(res.status).toBe(200);

@@ -1,8 +1,18 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { harness, type Harness } from "./helpers.js";
+import { type Harness, harness } from "./helpers.js";
 
 const API = "/v1/agl";
-const ROLLOUT_KEYS = ["config", "end_time", "input", "metadata", "mode", "resources_id", "rollout_id", "start_time", "status"];
+const ROLLOUT_KEYS = [
+  "config",
+  "end_time",
+  "input",
+  "metadata",
+  "mode",
+  "resources_id",
+  "rollout_id",
+  "start_time",
+  "status",
+];
 const ATTEMPT_KEYS = [
   "attempt_id",
   "end_time",
@@ -26,12 +36,21 @@ afterEach(async () => {
 describe("queue routes", () => {
   it("enqueue answers 201 with full Rollout objects in order", async () => {
     const res = await h.call("POST", `${API}/queues/rollouts/enqueue`, {
-      rollouts: [{ input: { q: 1 } }, { input: "two", mode: "val", metadata: { k: "v" }, config: { max_attempts: 2 } }],
+      rollouts: [
+        { input: { q: 1 } },
+        { input: "two", mode: "val", metadata: { k: "v" }, config: { max_attempts: 2 } },
+      ],
     });
     expect(res.status).toBe(201);
     expect(res.body).toHaveLength(2);
     expect(Object.keys(res.body[0]).sort()).toEqual(ROLLOUT_KEYS);
-    expect(res.body[0]).toMatchObject({ input: { q: 1 }, status: "queuing", mode: null, end_time: null, metadata: {} });
+    expect(res.body[0]).toMatchObject({
+      input: { q: 1 },
+      status: "queuing",
+      mode: null,
+      end_time: null,
+      metadata: {},
+    });
     expect(res.body[1]).toMatchObject({
       input: "two",
       mode: "val",
@@ -44,7 +63,9 @@ describe("queue routes", () => {
     const missing = await h.call("POST", `${API}/queues/rollouts/enqueue`, {});
     expect(missing.status).toBe(422);
     expect(missing.body).toMatchObject({ error_type: "ValidationError", field: "rollouts" });
-    const bad = await h.call("POST", `${API}/queues/rollouts/enqueue`, { rollouts: [{ input: 1, mode: "bogus" }] });
+    const bad = await h.call("POST", `${API}/queues/rollouts/enqueue`, {
+      rollouts: [{ input: 1, mode: "bogus" }],
+    });
     expect(bad.status).toBe(422);
     expect(bad.body.field).toBe("rollouts[0].mode");
     const notJson = await h.call("POST", `${API}/queues/rollouts/enqueue`, "{nope");
@@ -53,7 +74,9 @@ describe("queue routes", () => {
 
   it("dequeue returns a list of AttemptedRollouts; empty body, empty queue and limit <= 0 give []", async () => {
     expect((await h.call("POST", `${API}/queues/rollouts/dequeue`)).body).toEqual([]);
-    await h.call("POST", `${API}/queues/rollouts/enqueue`, { rollouts: [{ input: 1 }, { input: 2 }, { input: 3 }] });
+    await h.call("POST", `${API}/queues/rollouts/enqueue`, {
+      rollouts: [{ input: 1 }, { input: 2 }, { input: 3 }],
+    });
     expect((await h.call("POST", `${API}/queues/rollouts/dequeue`, { limit: 0 })).body).toEqual([]);
     expect((await h.call("POST", `${API}/queues/rollouts/dequeue`, { limit: -3 })).body).toEqual([]);
     const one = await h.call("POST", `${API}/queues/rollouts/dequeue`);
@@ -61,7 +84,11 @@ describe("queue routes", () => {
     expect(one.body).toHaveLength(1);
     expect(Object.keys(one.body[0]).sort()).toEqual([...ROLLOUT_KEYS, "attempt"].sort());
     expect(Object.keys(one.body[0].attempt).sort()).toEqual(ATTEMPT_KEYS);
-    expect(one.body[0]).toMatchObject({ input: 1, status: "preparing", attempt: { sequence_id: 1, worker_id: null } });
+    expect(one.body[0]).toMatchObject({
+      input: 1,
+      status: "preparing",
+      attempt: { sequence_id: 1, worker_id: null },
+    });
     const two = await h.call("POST", `${API}/queues/rollouts/dequeue`, { limit: 5, worker_id: "w-7" });
     expect(two.body.map((r: any) => r.input)).toEqual([2, 3]);
     expect(two.body.every((r: any) => r.attempt.worker_id === "w-7")).toBe(true);
@@ -79,7 +106,10 @@ describe("rollout routes", () => {
       worker_id: "w1",
     });
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ status: "preparing", attempt: { sequence_id: 1, status: "preparing", worker_id: "w1" } });
+    expect(res.body).toMatchObject({
+      status: "preparing",
+      attempt: { sequence_id: 1, status: "preparing", worker_id: "w1" },
+    });
   });
 
   it("GET /rollouts/{id} answers the item with its attempt, or 200 null", async () => {
@@ -93,7 +123,9 @@ describe("rollout routes", () => {
   });
 
   it("POST /rollouts/{id} sets present keys; null status/config → 400; unknown id → 404; illegal → 409", async () => {
-    const r = (await h.call("POST", `${API}/queues/rollouts/enqueue`, { rollouts: [{ input: 1, metadata: { a: 1 } }] })).body[0];
+    const r = (
+      await h.call("POST", `${API}/queues/rollouts/enqueue`, { rollouts: [{ input: 1, metadata: { a: 1 } }] })
+    ).body[0];
     const upd = await h.call("POST", `${API}/rollouts/${r.rollout_id}`, { mode: "train", metadata: null });
     expect(upd.status).toBe(200);
     expect(upd.body).toMatchObject({ mode: "train", metadata: null, input: 1, status: "queuing" });
@@ -119,7 +151,9 @@ describe("rollout routes", () => {
 
   it("GET and POST search agree; repeated params and JSON arrays; guards are 400", async () => {
     const made = (
-      await h.call("POST", `${API}/queues/rollouts/enqueue`, { rollouts: [{ input: 1 }, { input: 2 }, { input: 3 }] })
+      await h.call("POST", `${API}/queues/rollouts/enqueue`, {
+        rollouts: [{ input: 1 }, { input: 2 }, { input: 3 }],
+      })
     ).body;
     await h.call("POST", `${API}/queues/rollouts/dequeue`);
     const ids = made.map((r: any) => r.rollout_id);
@@ -160,7 +194,11 @@ describe("rollout routes", () => {
       const res = await h.call("GET", `${API}/rollouts?${qs2}`);
       expect(res.status, qs2).toBe(400);
       expect(res.body.field).toBe(field);
-      const post = await h.call("POST", `${API}/rollouts/search`, Object.fromEntries(new URLSearchParams(qs2)));
+      const post = await h.call(
+        "POST",
+        `${API}/rollouts/search`,
+        Object.fromEntries(new URLSearchParams(qs2)),
+      );
       expect(post.status, `POST ${qs2}`).toBe(400);
     }
     expect((await h.call("GET", `${API}/rollouts?limit=abc`)).status).toBe(422);
@@ -178,14 +216,20 @@ describe("attempt routes", () => {
     expect(noBody.status).toBe(201);
 
     const list = await h.call("GET", `${API}/rollouts/${r.rollout_id}/attempts?sort_order=desc&limit=2`);
-    const search = await h.call("POST", `${API}/rollouts/${r.rollout_id}/attempts/search`, { sort_order: "desc", limit: 2 });
+    const search = await h.call("POST", `${API}/rollouts/${r.rollout_id}/attempts/search`, {
+      sort_order: "desc",
+      limit: 2,
+    });
     expect(list.body).toEqual(search.body);
     expect(list.body.total).toBe(3);
     expect(list.body.items.map((a: any) => a.sequence_id)).toEqual([3, 2]);
     const latest = await h.call("GET", `${API}/rollouts/${r.rollout_id}/attempts/latest`);
     expect(latest.body.sequence_id).toBe(3);
     expect((await h.call("GET", `${API}/rollouts/ro-unknown/attempts/latest`)).body).toBeNull();
-    expect((await h.call("GET", `${API}/rollouts/ro-unknown/attempts`)).body).toMatchObject({ items: [], total: 0 });
+    expect((await h.call("GET", `${API}/rollouts/ro-unknown/attempts`)).body).toMatchObject({
+      items: [],
+      total: 0,
+    });
 
     const upd = await h.call("POST", `${API}/rollouts/${r.rollout_id}/attempts/latest`, {
       status: "running",
@@ -198,11 +242,17 @@ describe("attempt routes", () => {
       expect(res.status, key).toBe(400);
       expect(res.body.field).toBe(key);
     }
-    const done = await h.call("POST", `${API}/rollouts/${r.rollout_id}/attempts/latest`, { status: "succeeded" });
+    const done = await h.call("POST", `${API}/rollouts/${r.rollout_id}/attempts/latest`, {
+      status: "succeeded",
+    });
     expect(done.body.end_time).not.toBeNull();
-    const again = await h.call("POST", `${API}/rollouts/${r.rollout_id}/attempts/latest`, { status: "running" });
+    const again = await h.call("POST", `${API}/rollouts/${r.rollout_id}/attempts/latest`, {
+      status: "running",
+    });
     expect(again.status).toBe(409);
-    const unknown = await h.call("POST", `${API}/rollouts/${r.rollout_id}/attempts/at-00000000`, { status: "failed" });
+    const unknown = await h.call("POST", `${API}/rollouts/${r.rollout_id}/attempts/at-00000000`, {
+      status: "failed",
+    });
     expect(unknown.status).toBe(404);
     expect(unknown.body.error_type).toBe("NotFoundError");
   });
@@ -215,7 +265,10 @@ describe("waits", () => {
     const none = await h.call("POST", `${API}/waits/rollouts`, { rollout_ids: [a.rollout_id], timeout: 0 });
     expect(none.body).toEqual([]);
     const started = Date.now();
-    const pending = h.call("POST", `${API}/waits/rollouts`, { rollout_ids: [a.rollout_id, b.rollout_id], timeout: 5 });
+    const pending = h.call("POST", `${API}/waits/rollouts`, {
+      rollout_ids: [a.rollout_id, b.rollout_id],
+      timeout: 5,
+    });
     await new Promise((r) => setTimeout(r, 100));
     await h.call("POST", `${API}/rollouts/${a.rollout_id}/attempts/latest`, { status: "succeeded" });
     await h.call("POST", `${API}/rollouts/${b.rollout_id}/attempts/latest`, { status: "failed" });

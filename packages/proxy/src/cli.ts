@@ -1,0 +1,119 @@
+#!/usr/bin/env node
+import { Command, InvalidArgumentError, Option } from "commander";
+import type { BackendConfig } from "./backends.js";
+import { LLMProxy } from "./proxy.js";
+import { loadStore } from "./store-loader.js";
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+const int = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer`);
+  return n;
+};
+
+/** `URL[,model=NAME][,weight=W]` → a backend. */
+export function parseBackend(spec: string): BackendConfig {
+  const [url, ...rest] = spec.split(",");
+  const backend: BackendConfig = { url: url! };
+  for (const part of rest) {
+    const [key, value] = part.split("=");
+    if (key === "model" && value) backend.model = value;
+    else if (key === "weight" && Number(value) > 0) backend.weight = Number(value);
+    else throw new InvalidArgumentError(`bad backend option "${part}" (use model=NAME or weight=N)`);
+  }
+  return backend;
+}
+
+export function buildProgram(): Command {
+  return new Command("agl-proxy")
+    .description("OpenAI-compatible LLM gateway that records exact token ids into a LightningStore")
+    .requiredOption(
+      "-b, --backend <url[,model=M][,weight=W]>",
+      "an OpenAI-compatible upstream (repeatable)",
+      collect,
+    )
+    .option(
+      "-s, --store <uri>",
+      "where spans go: http(s)://store-server, memory:, sqlite:PATH, postgres://...",
+      "memory:",
+    )
+    .option(
+      "--store-module <specifier>",
+      "module exporting createStore(uri) → LightningStore (overrides the built-in loaders)",
+    )
+    .option("--store-token <token>", "bearer token for an http store server (env AGL_STORE_TOKEN)")
+    .option("--host <host>", "listen address", "127.0.0.1")
+    .option("-p, --port <port>", "listen port", int("port"), 8080)
+    .option("--model <name>", "public model name (rewrite target and /v1/models)")
+    .option("--admin-token <token>", "token for /proxy/* and session routes (env AGL_PROXY_ADMIN_TOKEN)")
+    .option("--token-secret <secret>", "HMAC secret for per-attempt tokens (env AGL_PROXY_TOKEN_SECRET)")
+    .addOption(new Option("--llm-auth <mode>", "who may call the LLM routes").choices(["none", "token"]))
+    .addOption(
+      new Option("--pause-mode <mode>", "what paused calls get")
+        .choices(["reject", "hold"])
+        .default("reject"),
+    )
+    .option("--no-token-ids", "do not inject return_token_ids")
+    .option("--no-logprobs", "do not inject logprobs")
+    .option("--no-capture-bodies", "do not record request/response bodies")
+    .option("--retries <n>", "extra tries on other backends", int("retries"), 3)
+    .option("--timeout-ms <ms>", "per-attempt upstream silence limit", int("timeout"), 300_000)
+    .option("--max-body-bytes <n>", "request body limit", int("max-body-bytes"), 16 * 1024 * 1024)
+    .option(
+      "--health-interval-ms <ms>",
+      "active health-check period (0 = off)",
+      int("health interval"),
+      5_000,
+    );
+}
+
+export async function main(argv = process.argv): Promise<void> {
+  const program = buildProgram();
+  program.parse(argv);
+  const o = program.opts();
+  const store = await loadStore(o.store, {
+    module: o.storeModule,
+    token: o.storeToken ?? process.env.AGL_STORE_TOKEN ?? null,
+  });
+  const proxy = new LLMProxy({
+    store,
+    backends: (o.backend as string[]).map(parseBackend),
+    host: o.host,
+    port: o.port,
+    model: o.model ?? null,
+    adminToken: o.adminToken ?? process.env.AGL_PROXY_ADMIN_TOKEN ?? null,
+    tokenSecret: o.tokenSecret ?? process.env.AGL_PROXY_TOKEN_SECRET,
+    llmAuth: o.llmAuth,
+    pauseMode: o.pauseMode,
+    returnTokenIds: o.tokenIds,
+    logprobs: o.logprobs,
+    captureBodies: o.captureBodies,
+    retries: o.retries,
+    timeoutMs: o.timeoutMs,
+    maxBodyBytes: o.maxBodyBytes,
+    healthCheckIntervalMs: o.healthIntervalMs,
+  });
+  const url = await proxy.start();
+  console.log(
+    `agl-proxy listening on ${url} (OpenAI base URL ${url}/v1), recording into ${o.storeModule ?? o.store}`,
+  );
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    console.log(`agl-proxy: ${signal}, draining`);
+    await proxy.stop();
+    await store.close?.();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+}
+
+const invokedDirectly = process.argv[1] && /agl-proxy|cli\.(js|ts)$/.test(process.argv[1]);
+if (invokedDirectly) {
+  main().catch((error) => {
+    console.error(`agl-proxy: ${(error as Error).message}`);
+    process.exit(1);
+  });
+}

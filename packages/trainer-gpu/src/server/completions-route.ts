@@ -1,0 +1,128 @@
+import type { Context } from "hono";
+import { streamSSE } from "hono/streaming";
+import type { TokenEvent } from "../generate/generator.js";
+import { completionFinishReason, completionLogprobs } from "./format.js";
+import { newId, nowSec, type RouteContext, SseQueue } from "./route-context.js";
+import { type CompletionRequest, CompletionRequestSchema, HttpError } from "./schemas.js";
+
+/** `POST /v1/completions`: text or token-id prompts, vLLM's per-choice prompt/output ids. */
+export async function completion(r: RouteContext, c: Context): Promise<Response> {
+  const body = await r.body(c, CompletionRequestSchema);
+  const promptIds = promptIdsOf(r, body);
+  if (promptIds.length === 0) throw new HttpError(400, "The prompt is empty", "prompt", "invalid_value");
+  r.checkPrompt(promptIds, "prompt");
+  const { signal, timedOut } = r.signal(c);
+  const wantLogprobs = body.logprobs != null;
+  const base = {
+    ...r.genParams(body, promptIds.length, body.max_tokens ?? 16),
+    promptIds,
+    signal,
+    topLogprobs: body.logprobs ?? 0,
+  };
+  const n = body.n ?? 1;
+  const id = newId("cmpl");
+  const created = nowSec();
+  const withIds = body.return_token_ids === true;
+
+  if (!body.stream) {
+    const results = await r.generator.generateMany(r.requests(n, base, body.seed));
+    if (timedOut()) throw new HttpError(504, "Generation timed out", null, "timeout");
+    c.header("x-agl-model-version", String(results[0]?.modelVersion ?? r.version));
+    const choices: Array<Record<string, unknown>> = results.map((result, index) => ({
+      index,
+      text: result.text,
+      finish_reason: completionFinishReason(result),
+      logprobs: wantLogprobs ? completionLogprobs(r.tokenizer, result.tokens) : null,
+      ...(withIds ? { prompt_token_ids: promptIds, token_ids: result.tokenIds } : {}),
+    }));
+    const completion = results.reduce((a, r) => a + r.tokenIds.length, 0);
+    return c.json({
+      id,
+      object: "text_completion",
+      created,
+      model: r.modelName,
+      system_fingerprint: `agl-policy-v${results[0]?.modelVersion ?? r.version}`,
+      choices,
+      usage: {
+        prompt_tokens: promptIds.length,
+        completion_tokens: completion,
+        total_tokens: promptIds.length + completion,
+      },
+    });
+  }
+
+  return streamSSE(c, async (stream) => {
+    let fingerprint = `agl-policy-v${r.version}`;
+    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({
+      id,
+      object: "text_completion",
+      created,
+      model: r.modelName,
+      system_fingerprint: fingerprint,
+      choices,
+      ...extra,
+    });
+    const sse = new SseQueue();
+    const push = (x: unknown) => sse.push(x);
+    const first = new Array<boolean>(n).fill(true);
+    const offsets = new Array<number>(n).fill(0);
+    const onToken = (i: number, e: TokenEvent) => {
+      if (first.every((f) => f)) fingerprint = `agl-policy-v${r.version}`;
+      const choice: Record<string, unknown> = { index: i, text: e.textDelta, finish_reason: null };
+      choice.logprobs =
+        wantLogprobs && e.token ? completionLogprobs(r.tokenizer, [e.token], offsets[i]) : null;
+      offsets[i] = (offsets[i] as number) + e.textDelta.length;
+      if (withIds) {
+        choice.token_ids = e.token ? [e.token.id] : [];
+        if (first[i]) choice.prompt_token_ids = promptIds;
+      }
+      first[i] = false;
+      push(chunk([choice]));
+    };
+    const finished = r.generator.generateMany(r.requests(n, base, body.seed, onToken)).then(
+      (results) => {
+        results.forEach((result, i) => {
+          push(
+            chunk([{ index: i, text: "", logprobs: null, finish_reason: completionFinishReason(result) }]),
+          );
+        });
+        if (body.stream_options?.include_usage) {
+          const completion = results.reduce((a, r) => a + r.tokenIds.length, 0);
+          push(
+            chunk([], {
+              usage: {
+                prompt_tokens: promptIds.length,
+                completion_tokens: completion,
+                total_tokens: promptIds.length + completion,
+              },
+            }),
+          );
+        }
+      },
+      (error) =>
+        push({
+          error: { message: error instanceof Error ? error.message : String(error), type: "server_error" },
+        }),
+    );
+    void finished.finally(() => sse.finish());
+    await sse.pump(stream);
+  });
+}
+
+function promptIdsOf(r: RouteContext, body: CompletionRequest): number[] {
+  const p = body.prompt;
+  const V = r.tokenizer.vocabSize;
+  if (typeof p === "string") return r.tokenizer.encode(p);
+  const first = p[0];
+  if (typeof first === "string") return r.tokenizer.encode(first);
+  const ids = (Array.isArray(first) ? first : p) as number[];
+  const bad = ids.findIndex((x) => x < 0 || x >= V);
+  if (bad >= 0)
+    throw new HttpError(
+      400,
+      `Token id ${ids[bad]} at prompt[${bad}] is outside the vocabulary [0, ${V})`,
+      "prompt",
+      "invalid_value",
+    );
+  return ids;
+}

@@ -1,0 +1,139 @@
+import { randomBytes } from "node:crypto";
+import type { Context } from "hono";
+import type { z } from "zod";
+import type { GenerateRequest, Generator, TokenEvent } from "../generate/generator.js";
+import type { ChatTemplate } from "../tokenizer/chat-template.js";
+import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import { type ChatCompletionRequest, type CompletionRequest, HttpError, zodToHttpError } from "./schemas.js";
+
+export function newId(prefix: string): string {
+  return `${prefix}-${randomBytes(12).toString("hex")}`;
+}
+
+export const nowSec = () => Math.floor(Date.now() / 1000);
+
+/** What the route handlers share: the engine, the tokenizer/template, and request-level helpers. */
+export class RouteContext {
+  constructor(
+    readonly generator: Generator,
+    readonly tokenizer: Tokenizer,
+    readonly template: ChatTemplate,
+    readonly modelName: string,
+    readonly requestTimeoutMs: number,
+  ) {}
+
+  get version(): number {
+    return this.generator.version;
+  }
+
+  get contextLength(): number {
+    return this.generator.policy.config.contextLength;
+  }
+
+  /** Parse the JSON body with `schema` and check the model name (OpenAI-style 400s). */
+  async body<S extends z.ZodType>(c: Context, schema: S): Promise<z.infer<S>> {
+    let raw: unknown;
+    try {
+      raw = await c.req.json();
+    } catch {
+      throw new HttpError(400, "Request body is not valid JSON", null, "invalid_json");
+    }
+    const parsed = schema.safeParse(raw);
+    if (!parsed.success) throw zodToHttpError(parsed.error);
+    const model = (parsed.data as { model: string }).model;
+    if (model !== this.modelName) {
+      throw new HttpError(
+        400,
+        `The model "${model}" does not exist; this server serves "${this.modelName}"`,
+        "model",
+        "model_not_found",
+      );
+    }
+    return parsed.data;
+  }
+
+  checkPrompt(ids: number[], param: string): void {
+    const ctx = this.contextLength;
+    if (ids.length >= ctx) {
+      throw new HttpError(
+        400,
+        `This model's maximum context length is ${ctx} tokens, but the prompt has ${ids.length} tokens (at least one must be left for the completion)`,
+        param,
+        "context_length_exceeded",
+      );
+    }
+  }
+
+  genParams(
+    body: ChatCompletionRequest | CompletionRequest,
+    promptLen: number,
+    maxTokens: number | null | undefined,
+  ) {
+    const room = this.contextLength - promptLen;
+    const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
+    return {
+      // A request for more tokens than fit is clamped; generation ends with finish_reason "length".
+      maxTokens: Math.min(maxTokens ?? room, room),
+      temperature: body.temperature ?? 1,
+      topP: body.top_p ?? 1,
+      topK: body.top_k != null && body.top_k > 0 ? body.top_k : 0,
+      stop,
+      ignoreEos: body.ignore_eos ?? false,
+    };
+  }
+
+  /** Aborts generation when the client disconnects or the request deadline passes. */
+  signal(c: Context): { signal: AbortSignal; timedOut: () => boolean } {
+    const timeout = AbortSignal.timeout(this.requestTimeoutMs);
+    return { signal: AbortSignal.any([c.req.raw.signal, timeout]), timedOut: () => timeout.aborted };
+  }
+
+  /** The `n` generation requests of one HTTP request; choice i samples with `seed + i`. */
+  requests(
+    n: number,
+    base: Omit<GenerateRequest, "seed">,
+    seed: number | null | undefined,
+    onToken?: (i: number, e: TokenEvent) => void,
+  ): GenerateRequest[] {
+    return Array.from({ length: n }, (_, i) => ({
+      ...base,
+      seed: seed == null ? undefined : seed + i,
+      onToken: onToken ? (e: TokenEvent) => onToken(i, e) : undefined,
+    }));
+  }
+}
+
+/**
+ * Chunks produced synchronously by the generator's callbacks, written to the SSE stream in order by one
+ * writer; ends with `data: [DONE]` once `finish()` was called and the queue is empty.
+ */
+export class SseQueue {
+  private readonly queue: unknown[] = [];
+  private wake: (() => void) | undefined;
+  private done = false;
+
+  push(chunk: unknown): void {
+    this.queue.push(chunk);
+    this.wake?.();
+  }
+
+  finish(): void {
+    this.done = true;
+    this.wake?.();
+  }
+
+  async pump(stream: { writeSSE: (m: { data: string }) => Promise<void>; aborted: boolean }): Promise<void> {
+    for (;;) {
+      while (this.queue.length > 0) {
+        if (stream.aborted) return;
+        await stream.writeSSE({ data: JSON.stringify(this.queue.shift()) });
+      }
+      if (this.done) break;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+      });
+      this.wake = undefined;
+    }
+    if (!stream.aborted) await stream.writeSSE({ data: "[DONE]" });
+  }
+}
