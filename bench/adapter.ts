@@ -251,6 +251,7 @@ function measureAll(variants: Variant[]): Result[] {
 const triplets = new TraceToTriplets();
 const trajectories = new TripletsToTrajectories();
 const proxyAdapter = new ProxySpansToTriplets();
+const strict = new TraceToTriplets({ llmCallMatch: /openai\.chat\.completion/, repairHierarchy: false });
 const variant = (name: string, proxy: boolean, run: (spans: Span[]) => unknown): Variant => ({
   name,
   proxy,
@@ -263,7 +264,7 @@ const results = measureAll([
   variant("TraceToTriplets (defaults)", false, (s) => triplets.adapt(s)),
   variant("TraceToTriplets + TripletsToTrajectories", false, (s) => trajectories.adapt(triplets.adapt(s))),
   variant("TraceToTriplets (regex match, no repair)", false, (s) =>
-    new TraceToTriplets({ llmCallMatch: /openai\.chat\.completion/, repairHierarchy: false }).adapt(s),
+    strict.adapt(s),
   ),
   variant("ProxySpansToTriplets", true, (s) => proxyAdapter.adapt(s)),
   variant("naive baseline (same triplets)", false, naive),
@@ -293,14 +294,19 @@ const md = [
   `${summary.date}, Node ${summary.node}, ${summary.cpus} CPUs. Command: \`pnpm exec tsx bench/adapter.ts\`.`,
   `${ROLLOUTS.toLocaleString()} rollouts × ${CALLS} LLM calls (${summary.spansPerRollout} spans per rollout: agent, calls, tool spans, reward; prompts grow to ~${40 + CALLS * 22} token ids).`,
   "",
-  "| adapter | time s | spans/s | rollouts/s |",
-  "|---|---|---|---|",
+  `Load average at the end: ${summary.loadAverage.map((x) => x.toFixed(1)).join(" / ")}. The machine is shared, so wall time includes other processes; CPU time (user+system of this process) is the robust figure.`,
+  "",
+  "| adapter | wall s | cpu s | spans/s (wall) | spans per cpu-s | rollouts per cpu-s |",
+  "|---|---|---|---|---|---|",
   ...results.map(
     (r) =>
-      `| ${r.name} | ${r.seconds.toFixed(2)} | ${Math.round(r.spansPerSecond).toLocaleString()} | ${Math.round(r.rolloutsPerSecond).toLocaleString()} |`,
+      `| ${r.name} | ${r.seconds.toFixed(2)} | ${r.cpuSeconds.toFixed(2)} | ${Math.round(r.spansPerSecond).toLocaleString()} | ${Math.round(r.spansPerCpuSecond).toLocaleString()} | ${Math.round(r.rollouts / r.cpuSeconds).toLocaleString()} |`,
   ),
   "",
-  `TraceToTriplets is **${summary.speedupVsNaive.toFixed(1)}×** the naive baseline (which produces the same triplets, checked) and costs ${summary.costVsStructuredClone.toFixed(1)}× a structuredClone of the input.`,
+  `By CPU time TraceToTriplets costs **${(1 / summary.speedupVsNaive).toFixed(1)}×** the naive baseline and ${summary.costVsStructuredClone.toFixed(1)}× a structuredClone of its input.`,
+  "The naive baseline produces the same token ids, logprobs, rewards and response ids (checked before timing) but nothing else:",
+  "no message/tool normalisation, request/response metadata, agent names, attribute-family detection, de-duplication,",
+  "hierarchy repair or diagnostics. Its quadratic parent lookup does not hurt at 22 spans per rollout.",
   "",
 ].join("\n");
 writeFileSync(join(out, "adapter.md"), md);

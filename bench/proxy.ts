@@ -1,6 +1,6 @@
 /**
  * Proxy overhead: the same vLLM-like upstream (the core mock, in its own process) called directly and
- * through @agl/proxy (its own process, capture on into an InMemoryLightningStore), in one run.
+ * through @agl/proxy (its own process, capture on into an InMemoryLightningStore, default options), in one run.
  *  - added latency: one connection, sequential calls, p50/p99 of proxied minus direct (hrtime)
  *  - throughput: autocannon at fixed concurrency, req/s proxied / direct, rounds interleaved
  *  - reference: a 20-line node:http pass-through proxy with no features, in the proxy's process, to show
@@ -220,7 +220,8 @@ async function main() {
     `${results.date}, Node ${results.node}, ${results.cpus} CPUs shared by the load generator, the proxy and the upstream ` +
       `(and other users: load average ${results.loadAverageAtEnd.map((x) => x.toFixed(1)).join(" / ")} at the end). ` +
       "Command: `pnpm exec tsx bench/proxy.ts`.",
-    "Capture on: every proxied call is recorded as a span (bodies included) in an InMemoryLightningStore.",
+    "Capture on: every proxied call is recorded as a span in an InMemoryLightningStore (token ids, logprobs, messages, " +
+      "gen_ai attributes; raw bodies off, the default).",
     "",
     "| scenario | direct p50 / p99 ms | proxied p50 / p99 ms | **added p50** / p99 ms | direct req/s | proxied req/s | **ratio** | bare pass-through ratio | proxy CPU µs/call | spans / proxied calls |",
     "|---|---|---|---|---|---|---|---|---|---|",

@@ -1,5 +1,5 @@
-import { InMemoryLightningStore, llm } from "@agl/core";
 import { LightningStoreClient } from "@agl/client";
+import { InMemoryLightningStore, llm } from "@agl/core";
 import { silentServerLogger, startStoreServer } from "@agl/store";
 import { describe, expect, it } from "vitest";
 import { spawnStoreServer, spawnTs, spawnWorker } from "./processes.js";
@@ -22,7 +22,9 @@ describe("agl-worker process", () => {
       const claimedBy = async (worker: string, n: number) => {
         for (let i = 0; i < 400; i++) {
           const running = await store.queryRollouts({ statusIn: ["preparing", "running"] });
-          const mine = running.items.filter((r) => (r as { attempt?: { worker_id: string } }).attempt?.worker_id === worker);
+          const mine = running.items.filter(
+            (r) => (r as { attempt?: { worker_id: string } }).attempt?.worker_id === worker,
+          );
           if (mine.length >= n) return;
           await new Promise((r) => setTimeout(r, 50));
         }
@@ -30,7 +32,13 @@ describe("agl-worker process", () => {
       };
       await claimedBy("patient", 2);
       const slow = await store.enqueueManyRollouts([{ input: { sleepMs: 20_000 } }]);
-      const b = spawnWorker(server.url, AGENT, [...common, "--worker-id", "hasty", "--grace-period-ms", "300"]);
+      const b = spawnWorker(server.url, AGENT, [
+        ...common,
+        "--worker-id",
+        "hasty",
+        "--grace-period-ms",
+        "300",
+      ]);
       await claimedBy("hasty", 1);
 
       a.proc.kill("SIGTERM");

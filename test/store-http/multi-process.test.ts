@@ -15,6 +15,10 @@ import { spawnWorker } from "./processes.js";
 const ROLLOUTS = 2000;
 const WORKERS = 4;
 const AGENT = "test/store-http/fixtures/quick-agent.mjs";
+// ~10-25 s on an idle 2-core machine; the margin is for a machine shared with other work (at a load
+// average of 10, PostgreSQL took ~90 s).
+const WAIT_SECONDS = 100;
+const TEST_TIMEOUT_MS = 120_000;
 
 /**
  * One store server (in this process) and WORKERS agl-worker processes claiming ROLLOUTS rollouts:
@@ -42,7 +46,7 @@ async function claimOnceAcrossProcesses(store: LightningStore): Promise<void> {
         ]),
       );
     }
-    const finished = await store.waitForRollouts(ids, { timeoutSeconds: 50 });
+    const finished = await store.waitForRollouts(ids, { timeoutSeconds: WAIT_SECONDS });
     expect(finished, workers.map((w) => w.stderr()).join("\n")).toHaveLength(ROLLOUTS);
 
     for (const w of workers) w.proc.kill("SIGTERM");
@@ -72,25 +76,33 @@ async function claimOnceAcrossProcesses(store: LightningStore): Promise<void> {
 }
 
 describe("multi-process workers against one store server", () => {
-  it("SQLite: 4 worker processes claim 2,000 rollouts, each exactly once", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "agl-mp-sqlite-"));
-    const store = new SqliteLightningStore(join(dir, "store.db"));
-    try {
-      await claimOnceAcrossProcesses(store);
-    } finally {
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, 60_000);
+  it(
+    "SQLite: 4 worker processes claim 2,000 rollouts, each exactly once",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "agl-mp-sqlite-"));
+      const store = new SqliteLightningStore(join(dir, "store.db"));
+      try {
+        await claimOnceAcrossProcesses(store);
+      } finally {
+        await store.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
 
-  it("PostgreSQL: 4 worker processes claim 2,000 rollouts, each exactly once", async () => {
-    const db = await createTestDatabase();
-    const store = await PostgresLightningStore.connect(db.url);
-    try {
-      await claimOnceAcrossProcesses(store);
-    } finally {
-      await store.close();
-      await db.drop();
-    }
-  }, 60_000);
+  it(
+    "PostgreSQL: 4 worker processes claim 2,000 rollouts, each exactly once",
+    async () => {
+      const db = await createTestDatabase();
+      const store = await PostgresLightningStore.connect(db.url, { poolSize: 16 });
+      try {
+        await claimOnceAcrossProcesses(store);
+      } finally {
+        await store.close();
+        await db.drop();
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
 });

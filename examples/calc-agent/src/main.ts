@@ -15,6 +15,7 @@ import { consoleLogger, Trainer } from "@agl/core";
 import { SqliteLightningStore } from "@agl/store";
 import {
   ChatTemplate,
+  loadLatestPPOCheckpoint,
   PolicyModel,
   PPO,
   type PPOConfigInput,
@@ -33,7 +34,7 @@ const { values: args } = parseArgs({
     out: { type: "string", default: "calc-agent-run" },
     steps: { type: "string", default: "40" },
     "sft-steps": { type: "string", default: "150" },
-    "tool-share": { type: "string", default: "0.25" },
+    "tool-share": { type: "string", default: "0.4" },
     seed: { type: "string", default: "1" },
     resume: { type: "boolean", default: false },
   },
@@ -65,10 +66,12 @@ async function main(): Promise<void> {
   );
 
   const greedy = (problems: readonly Problem[]) => evaluatePolicy(policy, problems, { temperature: 0, seed });
-  const base = await greedy(splits.val);
-  console.log(`[calc-agent] untrained policy: held-out accuracy ${pct(base.accuracy)}`);
 
-  if (!args.resume) await warmStart(policy, splits.demo, splits.train);
+  if (args.resume) {
+    const ckpt = await loadLatestPPOCheckpoint(out);
+    if (!ckpt) throw new Error(`--resume: no checkpoint in ${out}`);
+    await ckpt.restoreInto(model, null);
+  } else await warmStart(policy, splits.demo, splits.train);
   const warm = await greedy(splits.val);
   console.log(
     `[calc-agent] after warm start (${elapsed()}): held-out accuracy ${pct(warm.accuracy)}, tool use ${pct(warm.toolUse)}`,
@@ -112,7 +115,6 @@ async function main(): Promise<void> {
   const final = await greedy(splits.val);
   console.log("");
   console.log(`[calc-agent] held-out validation accuracy (${splits.val.length} problems, greedy):`);
-  console.log(`  untrained         ${pct(base.accuracy)}`);
   console.log(`  after warm start  ${pct(before)}   (tool use ${pct(warm.toolUse)})`);
   console.log(`  after GRPO        ${pct(after)}   (tool use ${pct(final.toolUse)})`);
   console.log(
@@ -140,7 +142,7 @@ async function warmStart(
     const res = await sft(policy.model, examples, {
       template: policy.template,
       steps: chunk,
-      batchSize: 64,
+      batchSize: 32,
       learningRate: 2e-3,
       warmupSteps: 10,
       optimizer,

@@ -25,7 +25,16 @@ import {
 const here = dirname(fileURLToPath(import.meta.url));
 const outDir = join(here, "..", "test", "fixtures");
 
-export const FAMILIES = ["genai-new", "genai-old", "openinference", "vercel-ai", "langfuse", "agl"] as const;
+export const FAMILIES = [
+  "genai-new",
+  "genai-old",
+  "openinference",
+  "vercel-ai",
+  "vercel-ai-stream",
+  "langfuse",
+  "agl",
+  "agl-stream",
+] as const;
 type Family = (typeof FAMILIES)[number];
 
 const SYSTEM = "You are a calculator. Use the add tool.";
@@ -51,7 +60,9 @@ const TOOLS = [
 
 interface Exchange {
   request: any;
+  /** The JSON response, or for streamed calls the SSE events' payloads. */
   response: any;
+  stream?: boolean;
 }
 
 async function runFamily(family: Family): Promise<void> {
@@ -66,7 +77,15 @@ async function runFamily(family: Family): Promise<void> {
   const recordingFetch: typeof fetch = async (input, init) => {
     const response = await fetch(input, init);
     const text = await response.clone().text();
-    exchanges.push({ request: JSON.parse(String(init?.body ?? "null")), response: JSON.parse(text) });
+    const request = JSON.parse(String(init?.body ?? "null"));
+    if (response.headers.get("content-type")?.includes("event-stream")) {
+      const events = text
+        .split("\n\n")
+        .map((block) => block.replace(/^data: /, "").trim())
+        .filter((data) => data && data !== "[DONE]")
+        .map((data) => JSON.parse(data));
+      exchanges.push({ request, response: events, stream: true });
+    } else exchanges.push({ request, response: JSON.parse(text) });
     return response;
   };
   // Without a context manager, nested spans (Vercel's doGenerate under generateText) lose their parent.
@@ -77,6 +96,41 @@ async function runFamily(family: Family): Promise<void> {
   try {
     const { default: OpenAI } = await import("openai");
     const client = () => new OpenAI({ baseURL: mock.baseURL, apiKey: "test", fetch: recordingFetch });
+    /** The same conversation, streamed: the stream is read to the end and reassembled into a message. */
+    const streamedConversation = async (create: (body: any) => Promise<any>) => {
+      const messages: any[] = [
+        { role: "system", content: SYSTEM },
+        { role: "user", content: QUESTION },
+      ];
+      for (let turn = 0; turn < 2; turn++) {
+        const stream = await create({
+          model: "mock-model",
+          messages,
+          tools: TOOLS,
+          stream: true,
+          return_token_ids: true,
+          logprobs: true,
+        });
+        const message: any = { role: "assistant", content: null };
+        for await (const chunk of stream) {
+          const delta = chunk.choices?.[0]?.delta ?? {};
+          if (delta.content) message.content = (message.content ?? "") + delta.content;
+          for (const call of delta.tool_calls ?? []) {
+            message.tool_calls ??= [];
+            message.tool_calls[call.index] ??= {
+              id: call.id,
+              type: "function",
+              function: { name: "", arguments: "" },
+            };
+            message.tool_calls[call.index].function.name += call.function?.name ?? "";
+            message.tool_calls[call.index].function.arguments += call.function?.arguments ?? "";
+          }
+        }
+        messages.push(message);
+        if (turn === 0)
+          messages.push({ role: "tool", tool_call_id: message.tool_calls[0].id, content: TOOL_RESULT });
+      }
+    };
     const conversation = async (create: (body: any) => Promise<any>) => {
       const messages: any[] = [
         { role: "system", content: SYSTEM },
@@ -120,10 +174,10 @@ async function runFamily(family: Family): Promise<void> {
       setLangfuseTracerProvider(provider);
       const c = observeOpenAI(client(), { generationName: "calculator-turn" });
       await conversation((body) => c.chat.completions.create(body));
-    } else if (family === "vercel-ai") {
+    } else if (family === "vercel-ai" || family === "vercel-ai-stream") {
       versions.ai = await packageVersion("ai");
       versions["@ai-sdk/openai-compatible"] = await packageVersion("@ai-sdk/openai-compatible");
-      const { generateText, tool, stepCountIs, jsonSchema } = await import("ai");
+      const { generateText, streamText, tool, stepCountIs, jsonSchema } = await import("ai");
       const { createOpenAICompatible } = await import("@ai-sdk/openai-compatible");
       const mockProvider = createOpenAICompatible({
         name: "mock",
@@ -132,7 +186,7 @@ async function runFamily(family: Family): Promise<void> {
         fetch: recordingFetch,
         includeUsage: true,
       });
-      await generateText({
+      const settings = {
         model: mockProvider.chatModel("mock-model"),
         system: SYSTEM,
         prompt: QUESTION,
@@ -150,8 +204,14 @@ async function runFamily(family: Family): Promise<void> {
           tracer: provider.getTracer("ai"),
           functionId: "calculator",
         },
-      });
-    } else if (family === "agl") {
+      };
+      if (family === "vercel-ai") await generateText(settings);
+      else {
+        const result = streamText(settings);
+        for await (const _ of result.textStream);
+        await result.response;
+      }
+    } else if (family === "agl" || family === "agl-stream") {
       versions["@agl/core"] = "workspace";
       const { LightningTracer, instrumentOpenAI } = await import("@agl/core");
       const tracer = new LightningTracer({
@@ -159,7 +219,8 @@ async function runFamily(family: Family): Promise<void> {
         spanProcessors: [new SimpleSpanProcessor(exporter)],
       });
       const c = instrumentOpenAI(client(), { tracer });
-      await conversation((body) => c.chat.completions.create(body));
+      if (family === "agl") await conversation((body) => c.chat.completions.create(body));
+      else await streamedConversation((body) => c.chat.completions.create(body));
       await tracer.provider.forceFlush(); // not shutdown: that would clear the shared in-memory exporter
     }
     await provider.forceFlush();

@@ -1,4 +1,4 @@
-import type { Span, Triplet } from "@agl/core";
+import { InvalidArgumentError, type Span, type Triplet } from "@agl/core";
 import { describe, expect, it } from "vitest";
 import { type Adapter, defineAdapter, each, filter, groupBy, map, pipe, runAdapter } from "./adapter.js";
 import { unflattenPrefix } from "./attributes.js";
@@ -129,5 +129,20 @@ describe("unflattenPrefix", () => {
     ]);
     expect(unflattenPrefix(a, "x")).toEqual({ "0": 1, name: "n" });
     expect(unflattenPrefix(a, "missing")).toBeUndefined();
+  });
+});
+
+describe("boundary validation", () => {
+  it("bad options and bad input fail with errors naming the field", () => {
+    expect(() => new TraceToTriplets({ rewardMatch: "lastOccurrence" as any })).toThrow(InvalidArgumentError);
+    expect(() => new TraceToTriplets({ rewardMatch: "lastOccurrence" as any })).toThrow(
+      /options\.rewardMatch/,
+    );
+    expect(() => new TraceToTriplets({ clockSkewSeconds: -1 })).toThrow(/options\.clockSkewSeconds/);
+    expect(() => new TripletsToTrajectories({ mode: "rows" as any })).toThrow(/options\.mode/);
+    expect(() => new TraceToTriplets().adapt({} as any)).toThrow(/Invalid spans/);
+    expect(() => new TraceToTriplets().adapt([mkSpan({ id: "a", name: "x" }), { name: "y" } as any])).toThrow(
+      /spans\[1\]\.span_id/,
+    );
   });
 });

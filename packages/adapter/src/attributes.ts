@@ -91,11 +91,15 @@ export function unflattenPrefix(attributes: Attributes, prefix: string): unknown
   const root: { v: unknown } = { v: undefined };
   let holes = false;
   for (const key of keys) {
-    const parts = key.slice(start).split(".");
     let parent: any = root;
     let slot: string | number = "v";
-    for (let i = 0; i < parts.length; i++) {
-      const part = parts[i]!;
+    // walk the dotted segments after the prefix without allocating a split array
+    let from = start;
+    while (from <= key.length) {
+      let dot = key.indexOf(".", from);
+      if (dot < 0) dot = key.length;
+      const part = key.slice(from, dot);
+      from = dot + 1;
       const index = isIndex(part) ? Number(part) : -1;
       let container: any = parent[slot];
       if (container === undefined || container === null || typeof container !== "object") {

@@ -38,6 +38,30 @@ describe("diagnostics on broken traces", () => {
     expect(diagnostics.summary()).toMatch(/^error no_llm_span_matched/);
   });
 
+  it("a call without an end time cannot take a reward, and says so", () => {
+    const { output, diagnostics } = new TraceToTriplets().adaptWithDiagnostics([
+      mkSpan({ id: "root", name: "run", start: 0, end: 10 }),
+      mkSpan({
+        id: "c",
+        parent: "root",
+        name: "openai.chat.completion",
+        start: 1,
+        end: null,
+        attributes: llmAttrs({ responseId: "r", promptIds: [1], responseIds: [2] }),
+      }),
+      mkSpan({
+        id: "rw",
+        parent: "root",
+        name: "agentlightning.annotation",
+        start: 5,
+        end: 5,
+        attributes: rewardAttrs(1),
+      }),
+    ]);
+    expect(output.map((t) => t.reward)).toEqual([null]);
+    expect(diagnostics.counts).toMatchObject({ missing_timestamps: 1, reward_unmatched: 1 });
+  });
+
   it("a span matched but carries nothing readable", () => {
     const { diagnostics } = new TraceToTriplets().adaptWithDiagnostics([
       mkSpan({ id: "x", name: "openai.chat.completion", attributes: { "gen_ai.request.model": "m" } }),

@@ -37,11 +37,9 @@ export type DiagnosticCode =
   | "parent_cycle"
   /** `repairHierarchy` moved a span under the span that encloses it in time. */
   | "reparented"
-  /** A proxy span without the rollout/attempt/sequence attribution. */
-  | "proxy_span_unattributed"
   /** A proxy LLM span whose token lists are empty. */
   | "proxy_span_without_token_ids"
-  /** A span with no start or end time where one is needed for ordering. */
+  /** A kept LLM call without an end time: no reward can be matched to it. */
   | "missing_timestamps"
   /** A message-format conversion dropped part of a span. */
   | "message_conversion";

@@ -3,13 +3,18 @@
  * gets them from the @agl/proxy span of the same call, joined by response id. Everything is real: the
  * `ai` SDK with telemetry, the proxy, the store and the vLLM-like mock upstream.
  */
-import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+
 import { InMemoryLightningStore, spanFromReadable } from "@agl/core";
 import { mockEncode, startMockLLMServer } from "@agl/core/mock-llm";
 import { LLMProxy } from "@agl/proxy";
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { context } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from "@opentelemetry/sdk-trace-base";
 import { generateText } from "ai";
 import { expect, it } from "vitest";
 import { mkSpan, rewardAttrs } from "./test-helpers.js";
@@ -34,7 +39,11 @@ it("a Vercel AI SDK span borrows token ids and logprobs from the proxy span with
     const r = await store.startRollout({ input: {} });
     const rid = r.rollout_id;
     const aid = r.attempt.attempt_id;
-    const model = createOpenAICompatible({ name: "agl", baseURL: `${url}/rollout/${rid}/attempt/${aid}/v1`, apiKey: "x" });
+    const model = createOpenAICompatible({
+      name: "agl",
+      baseURL: `${url}/rollout/${rid}/attempt/${aid}/v1`,
+      apiKey: "x",
+    });
     const { text, response } = await generateText({
       model: model.chatModel("anything"),
       prompt: "ping",
@@ -47,9 +56,19 @@ it("a Vercel AI SDK span borrows token ids and logprobs from the proxy span with
       .map((s) => spanFromReadable(s, { rolloutId: rid, attemptId: aid, sequenceId: 0 }));
     const proxySpans = (await store.querySpans(rid)).items;
     const end = Math.max(...clientSpans.map((s) => s.end_time!));
-    const reward = mkSpan({ id: "reward", name: "agentlightning.annotation", start: end + 0.01, end: end + 0.01, attributes: rewardAttrs(1) });
+    const reward = mkSpan({
+      id: "reward",
+      name: "agentlightning.annotation",
+      start: end + 0.01,
+      end: end + 0.01,
+      attributes: rewardAttrs(1),
+    });
 
-    const { output, diagnostics } = new TraceToTriplets().adaptWithDiagnostics([...clientSpans, ...proxySpans, reward]);
+    const { output, diagnostics } = new TraceToTriplets().adaptWithDiagnostics([
+      ...clientSpans,
+      ...proxySpans,
+      reward,
+    ]);
     expect(output).toHaveLength(1);
     const [t] = output;
     expect(t!.metadata).toMatchObject({ family: "vercel-ai", response_id: response.id });

@@ -3,6 +3,7 @@ import type { AdapterResult, DiagnosingAdapter } from "./adapter.js";
 import { attrs, rewardOf } from "./conventions.js";
 import { DiagnosticsCollector } from "./diagnostics.js";
 import type { LlmCall } from "./llm-call.js";
+import { checkSpans, ProxySpansToTripletsOptionsSchema, parseOptions } from "./options.js";
 import { readLlmCall } from "./readers/index.js";
 
 export interface ProxySpansToTripletsOptions {
@@ -18,13 +19,16 @@ export interface ProxySpansToTripletsOptions {
  */
 export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]> {
   readonly name = "ProxySpansToTriplets";
-  constructor(private readonly options: ProxySpansToTripletsOptions = {}) {}
+  constructor(private readonly options: ProxySpansToTripletsOptions = {}) {
+    parseOptions(ProxySpansToTripletsOptionsSchema, options, "options");
+  }
 
   adapt(spans: Span[]): Triplet[] {
     return this.adaptWithDiagnostics(spans).output;
   }
 
   adaptWithDiagnostics(spans: Span[]): AdapterResult<Triplet[]> {
+    checkSpans(spans);
     const diagnostics = new DiagnosticsCollector();
     const ordered = spans
       .map((span, index) => ({ span, index }))

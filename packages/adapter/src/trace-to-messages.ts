@@ -3,6 +3,7 @@ import type { AdapterResult, DiagnosingAdapter } from "./adapter.js";
 import { attrs } from "./conventions.js";
 import { DiagnosticsCollector } from "./diagnostics.js";
 import { type ChatMessage, canonicalArguments, type ToolCall, type ToolDefinition } from "./llm-call.js";
+import { checkSpans, parseOptions, TraceToMessagesOptionsSchema } from "./options.js";
 import { readLlmCall } from "./readers/index.js";
 import { type SpanPattern, spanMatcher } from "./trace-to-triplets.js";
 
@@ -28,6 +29,7 @@ export class TraceToMessages implements DiagnosingAdapter<Span[], MessagesExampl
   private readonly isLlmCall: (span: Span) => boolean;
 
   constructor(options: TraceToMessagesOptions = {}) {
+    parseOptions(TraceToMessagesOptionsSchema, options, "options");
     this.isLlmCall = spanMatcher(options.llmCallMatch ?? "auto");
   }
 
@@ -36,6 +38,7 @@ export class TraceToMessages implements DiagnosingAdapter<Span[], MessagesExampl
   }
 
   adaptWithDiagnostics(spans: Span[]): AdapterResult<MessagesExample[]> {
+    checkSpans(spans);
     const diagnostics = new DiagnosticsCollector();
     const children = new Map<string, Span[]>();
     for (const s of spans) {

@@ -3,6 +3,7 @@ import type { AdapterResult, DiagnosingAdapter } from "./adapter.js";
 import { agentNameOf, isRewardSpan } from "./conventions.js";
 import { DiagnosticsCollector } from "./diagnostics.js";
 import type { LlmCall } from "./llm-call.js";
+import { checkSpans, parseOptions, TraceToTripletsOptionsSchema } from "./options.js";
 import { AGL_LLM_CALL_PATTERN, looksLikeLlmCall, readLlmCall } from "./readers/index.js";
 import { matchRewards, type RewardMatch, type RewardMatchPolicy } from "./reward-matching.js";
 import { type TraceNode, TraceTree } from "./tree.js";
@@ -82,6 +83,7 @@ export class TraceToTriplets implements DiagnosingAdapter<Span[], Triplet[]> {
   private readonly isLlmCall: (span: Span) => boolean;
 
   constructor(options: TraceToTripletsOptions = {}) {
+    parseOptions(TraceToTripletsOptionsSchema, options, "options");
     this.options = {
       repairHierarchy: options.repairHierarchy ?? true,
       llmCallMatch: options.llmCallMatch ?? "auto",
@@ -108,6 +110,7 @@ export class TraceToTriplets implements DiagnosingAdapter<Span[], Triplet[]> {
 
   /** The full decision record (used by `visualize`): every candidate call, why it was kept or dropped, rewards. */
   analyze(spans: Span[], diagnostics = new DiagnosticsCollector()): TraceAnalysis {
+    checkSpans(spans);
     const tree = TraceTree.fromSpans(spans, diagnostics);
     if (this.options.repairHierarchy) tree.repairHierarchy(diagnostics);
     // one decode per span: the token-id index and the walk both need it
@@ -132,6 +135,17 @@ export class TraceToTriplets implements DiagnosingAdapter<Span[], Triplet[]> {
     );
     for (const c of calls) {
       if (!c.kept || !c.call) continue;
+      if (c.node.span.end_time == null) {
+        diagnostics.add(
+          "missing_timestamps",
+          "warning",
+          `LLM call "${c.node.span.name}" has no end time; no reward can be matched to it`,
+          {
+            spanId: c.node.id,
+            spanName: c.node.span.name,
+          },
+        );
+      }
       const missing = !c.call.promptTokenIds?.length || !c.call.responseTokenIds?.length;
       if (!missing) continue;
       const which = [

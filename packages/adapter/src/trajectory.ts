@@ -1,6 +1,7 @@
-import type { Triplet } from "@agl/core";
+import { InvalidArgumentError, type Triplet } from "@agl/core";
 import type { AdapterResult, DiagnosingAdapter } from "./adapter.js";
 import { DiagnosticsCollector } from "./diagnostics.js";
+import { parseOptions, TrajectoryOptionsSchema } from "./options.js";
 
 /**
  * One training row. `prompt_token_ids` is the first call's prompt; `response_token_ids` is everything
@@ -57,6 +58,7 @@ export class TripletsToTrajectories implements DiagnosingAdapter<Triplet[], Traj
   private readonly mode: "trajectory" | "transition";
 
   constructor(options: TrajectoryOptions = {}) {
+    parseOptions(TrajectoryOptionsSchema, options, "options");
     this.mode = options.mode ?? "trajectory";
   }
 
@@ -65,6 +67,7 @@ export class TripletsToTrajectories implements DiagnosingAdapter<Triplet[], Traj
   }
 
   adaptWithDiagnostics(triplets: Triplet[]): AdapterResult<TrajectorySequence[]> {
+    if (!Array.isArray(triplets)) throw new InvalidArgumentError("triplets", "expected an array of triplets");
     const diagnostics = new DiagnosticsCollector();
     const rows: TrajectorySequence[] = [];
     let row: TrajectorySequence | null = null;

@@ -242,6 +242,25 @@ describe("capture through the proxy (real openai SDK, vLLM-like upstream)", () =
     }
   });
 
+  it("by default leaves out the raw bodies and the verbose v0.3 logprobs.content, keeping every number", async () => {
+    const lean = await startHarness({ proxy: { captureBodies: false }, tap: false });
+    try {
+      const r = await lean.newAttempt();
+      const out = await lean
+        .client(`${lean.url}/rollout/${r.rolloutId}/attempt/${r.attemptId}/v1`)
+        .chat.completions.create({ model: "m", messages: [{ role: "user", content: "hi" }] });
+      const [span] = await lean.spans(r.rolloutId);
+      const a = span!.attributes;
+      expect(a["agl.proxy.request"]).toBeUndefined();
+      expect(a["agl.proxy.response"]).toBeUndefined();
+      expect(a["logprobs.content"]).toBeUndefined();
+      expect(a["agl.response_logprobs"]).toEqual(out.choices[0]!.logprobs!.content!.map((x) => x.logprob));
+      expect(a.response_token_ids).toEqual((out.choices[0] as any).token_ids);
+    } finally {
+      await lean.close();
+    }
+  });
+
   it("allocates one increasing sequence id per request, in arrival order per rollout", async () => {
     const { rolloutId, attemptId } = await h.newAttempt();
     const client = h.client(`${h.url}/rollout/${rolloutId}/attempt/${attemptId}/v1`);

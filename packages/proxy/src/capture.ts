@@ -144,8 +144,15 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
     const c0 = choices[0];
     if (promptIds) a.prompt_token_ids = promptIds;
     if (isIntArray(c0?.token_ids)) a.response_token_ids = c0.token_ids;
-    if (call.isChat && Array.isArray(c0?.logprobs?.content))
-      a["logprobs.content"] = JSON.stringify(c0.logprobs.content);
+    // The v0.3 key repeats every token's text and bytes: the largest attribute by far. Its numbers are in
+    // agl.response_logprobs, so it is kept only when it carries more (top_logprobs) or bodies are captured.
+    const content = call.isChat ? c0?.logprobs?.content : undefined;
+    if (
+      Array.isArray(content) &&
+      (options.captureBodies || content.some((x: any) => x?.top_logprobs?.length))
+    ) {
+      a["logprobs.content"] = JSON.stringify(content);
+    }
     const lp0 = choiceLogprobs(c0);
     if (lp0) a["agl.response_logprobs"] = lp0;
   }

@@ -8,7 +8,11 @@ const messages = [{ role: "user" as const, content: "hi" }];
 
 describe("active health checks", () => {
   it("take a dead backend out of rotation before any call fails, and bring it back", async () => {
-    const h = await startHarness({ mocks: [{}, {}], tap: false, proxy: { healthCheckIntervalMs: 50, healthCheckTimeoutMs: 200 } });
+    const h = await startHarness({
+      mocks: [{}, {}],
+      tap: false,
+      proxy: { healthCheckIntervalMs: 50, healthCheckTimeoutMs: 200 },
+    });
     try {
       const urls = h.mocks.map((m) => `${m.url}/v1`);
       let a: { rolloutId: string; attemptId: string } | null = null;
@@ -57,7 +61,12 @@ describe("rewrites", () => {
       expect(h.warnings.filter((w) => w.includes("temperature 0.6"))).toHaveLength(1);
       // the client's own logprob settings are kept
       await plain.chat.completions.create({ model: "m", messages, logprobs: true, top_logprobs: 3 });
-      expect(h.mocks[0]!.requests.at(-1)!.body).toMatchObject({ logprobs: true, top_logprobs: 3, return_token_ids: true, model: "policy" });
+      expect(h.mocks[0]!.requests.at(-1)!.body).toMatchObject({
+        logprobs: true,
+        top_logprobs: 3,
+        return_token_ids: true,
+        model: "policy",
+      });
     } finally {
       await h.close();
     }

@@ -2,12 +2,13 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { AuthError, type Authenticator } from "./auth.js";
 import type { BackendPool } from "./backends.js";
 import { buildCallSpan, type CallRecord } from "./capture.js";
+import { header, openaiError, readBody, sendJson } from "./http-util.js";
 import type { ProxyLogger, ResolvedProxyOptions } from "./options.js";
 import type { PauseGate } from "./pause.js";
 import type { AttributionStyle, Mode, RouteMatch } from "./routes.js";
 import { type SessionRegistry, turnFromCall } from "./sessions.js";
 import type { SpanWriter } from "./span-writer.js";
-import { StreamAssembler } from "./stream-assembler.js";
+import { relayStream } from "./stream-relay.js";
 import {
   backoffMs,
   callUpstream,
@@ -27,29 +28,6 @@ interface Attribution {
 
 const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-export function sendJson(
-  res: ServerResponse,
-  status: number,
-  body: unknown,
-  headers: Record<string, string> = {},
-) {
-  if (res.headersSent) {
-    res.end();
-    return;
-  }
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    "content-type": "application/json",
-    "content-length": Buffer.byteLength(text),
-    ...headers,
-  });
-  res.end(text);
-}
-
-const openaiError = (message: string, type: string, code: string | null = null) => ({
-  error: { message, type, param: null, code },
-});
 
 /** The proxied LLM calls: attribution, rewrite, upstream with failover, relay, capture. */
 export class LLMCallHandler {
@@ -90,7 +68,7 @@ export class LLMCallHandler {
       );
     }
 
-    const raw = await this.readBody(req, res);
+    const raw = await readBody(req, res, this.o.maxBodyBytes);
     if (raw === null) return;
     let body: Record<string, any>;
     try {
@@ -304,7 +282,7 @@ export class LLMCallHandler {
         const contentType = header(headers["content-type"]) ?? "application/json";
         if (stream && status < 300 && contentType.startsWith("text/event-stream")) {
           this.pool.recordSuccess(backend);
-          await this.relayStream(call, status, res, isChat, record);
+          await relayStream(call, status, res, isChat, record, o.timeoutMs, o.sseKeepAliveMs);
           return;
         }
         const body = await collectBody(call);
@@ -352,73 +330,6 @@ export class LLMCallHandler {
     }
     if (record && clientGone)
       Object.assign(record, { endMs: now(), partial: true, error: "client disconnected" });
-  }
-
-  /** Relay bytes as they arrive (no re-serialisation) while a parser rebuilds the response on the side. */
-  private relayStream(
-    call: UpstreamCall,
-    status: number,
-    res: ServerResponse,
-    isChat: boolean,
-    record: Omit<CallRecord, "sequenceId"> | null,
-  ): Promise<void> {
-    res.writeHead(status, {
-      "content-type": "text/event-stream; charset=utf-8",
-      "cache-control": "no-cache",
-      connection: "keep-alive",
-      "x-accel-buffering": "no",
-    });
-    res.flushHeaders();
-    const assembler = record ? new StreamAssembler(isChat) : null;
-    const startedAt = performance.now();
-    return new Promise<void>((resolve) => {
-      let finished = false;
-      const finish = (error: string | null) => {
-        if (finished) return;
-        finished = true;
-        const clientGone = res.destroyed && !res.writableFinished;
-        if (error && !clientGone && !res.writableEnded) {
-          // an SSE error event makes the SDK throw instead of accepting a silently truncated answer
-          res.end(`data: ${JSON.stringify(openaiError(error, "upstream_error"))}\n\n`);
-        } else if (!res.writableEnded) {
-          res.end();
-        }
-        if (record && assembler) {
-          record.endMs = now();
-          record.httpStatus = status;
-          record.response = assembler.result() as Record<string, any>;
-          record.ttftMs = assembler.firstChunkAt === null ? null : assembler.firstChunkAt - startedAt;
-          const incomplete = !assembler.done;
-          record.partial = clientGone || incomplete;
-          if (clientGone) record.error = "client disconnected";
-          else if (assembler.upstreamError)
-            record.error = `upstream stream error: ${JSON.stringify(assembler.upstreamError)}`;
-          else if (error) record.error = error;
-          else if (incomplete) record.error = "stream ended without [DONE]";
-        }
-        resolve();
-      };
-      res.once("close", () => {
-        if (!res.writableFinished) {
-          call.abort(new Error("client disconnected"));
-          finish(null);
-        }
-      });
-      res.on("drain", () => call.resume());
-      call.attach({
-        onData: (chunk) => {
-          if (!res.destroyed && !res.write(chunk)) call.pause();
-          assembler?.push(chunk);
-        },
-        onEnd: () => finish(null),
-        onError: (e) =>
-          finish(
-            isTimeoutError(e)
-              ? `upstream stream stalled for ${this.o.timeoutMs} ms`
-              : `upstream connection lost mid-stream: ${e.message}`,
-          ),
-      });
-    });
   }
 
   private allocateSequenceId(a: Attribution): Promise<number | null> {
@@ -479,43 +390,9 @@ export class LLMCallHandler {
     }
   }
 
-  private readBody(req: IncomingMessage, res: ServerResponse): Promise<Buffer | null> {
-    const limit = this.o.maxBodyBytes;
-    const declared = Number(req.headers["content-length"] ?? 0);
-    if (declared > limit) {
-      sendJson(res, 413, openaiError(`request body over ${limit} bytes`, "invalid_request_error"), {
-        connection: "close",
-      });
-      req.resume();
-      return Promise.resolve(null);
-    }
-    return new Promise((resolve) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      req.on("data", (c: Buffer) => {
-        size += c.length;
-        if (size > limit) {
-          sendJson(res, 413, openaiError(`request body over ${limit} bytes`, "invalid_request_error"), {
-            connection: "close",
-          });
-          req.destroy();
-          resolve(null);
-          return;
-        }
-        chunks.push(c);
-      });
-      req.once("end", () =>
-        resolve(size > limit ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)),
-      );
-      req.once("error", () => resolve(null));
-    });
-  }
-
   private warnOnce(key: string, message: string): void {
     if (this.warned.has(key)) return;
     this.warned.add(key);
     this.log.warn(message);
   }
 }
-
-const header = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);

@@ -69,6 +69,8 @@ export const LLMProxyOptionsSchema = z.object({
   backoffMaxMs: z.number().min(0).default(4_000),
   /** Per upstream attempt: no byte from the upstream for this long fails the attempt. */
   timeoutMs: z.number().int().positive().default(300_000),
+  /** Send an SSE comment on a stream that has been silent this long (0 = never). */
+  sseKeepAliveMs: z.number().int().min(0).default(15_000),
   /** Body size limit for incoming requests. */
   maxBodyBytes: z
     .number()

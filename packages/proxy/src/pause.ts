@@ -47,12 +47,11 @@ export class PauseGate {
   private drainWaiters: Array<() => void> = [];
   private heldWaiters = new Set<(ok: boolean) => void>();
   modelVersion: string | number | null;
+  private readonly maxHoldMs: number;
 
-  constructor(
-    options: { mode?: PauseMode; maxHoldMs?: number; modelVersion?: string | number | null } = {},
-    private readonly maxHoldMs = options.maxHoldMs ?? 600_000,
-  ) {
+  constructor(options: { mode?: PauseMode; maxHoldMs?: number; modelVersion?: string | number | null } = {}) {
     this.mode = options.mode ?? "reject";
+    this.maxHoldMs = options.maxHoldMs ?? 600_000;
     this.modelVersion = options.modelVersion ?? null;
   }
 
@@ -64,7 +63,7 @@ export class PauseGate {
     return this.paused;
   }
 
-  /** Let a call in (counting it) or say why not. Fast path is synchronous-cheap: one branch. */
+  /** Let a call in (counting it), park it (hold mode), or say why not. */
   async enter(): Promise<GateResult> {
     if (!this.paused) {
       this.inflightCount++;
@@ -90,7 +89,7 @@ export class PauseGate {
     return { ok: false, retryAfterSeconds: this.retryAfterSeconds, reason: this.reason };
   }
 
-  /** Non-blocking variant of enter() for the hot path; null means "call enter() and await". */
+  /** The hot path's non-blocking enter(): false means paused, call enter() and await. */
   tryEnter(): boolean {
     if (this.paused) return false;
     this.inflightCount++;

@@ -5,7 +5,8 @@ import { getRequestListener } from "@hono/node-server";
 import { Authenticator } from "./auth.js";
 import { BackendPool, type BackendState } from "./backends.js";
 import { createControlApp } from "./control-app.js";
-import { LLMCallHandler, sendJson } from "./llm-handler.js";
+import { sendJson } from "./http-util.js";
+import { LLMCallHandler } from "./llm-handler.js";
 import {
   type LLMProxyOptions,
   type ProxyLogger,
@@ -50,7 +51,15 @@ export class LLMProxy {
     });
     this.gate = new PauseGate({ mode: o.pauseMode, maxHoldMs: o.maxHoldMs, modelVersion: o.modelVersion });
     this.auth = new Authenticator(o.adminToken, o.llmAuth, o.tokenSecret);
-    this.handler = new LLMCallHandler(o, new SpanWriter(o.store, this.log), this.pool, this.gate, this.auth, this.sessions, this.log);
+    this.handler = new LLMCallHandler(
+      o,
+      new SpanWriter(o.store, this.log),
+      this.pool,
+      this.gate,
+      this.auth,
+      this.sessions,
+      this.log,
+    );
     if (o.modes.train.temperature !== null && o.modes.train.temperature !== 1 && o.modes.train.logprobs) {
       this.log.warn(`train temperature is ${o.modes.train.temperature} ≠ 1 while raw logprobs are recorded`);
     }

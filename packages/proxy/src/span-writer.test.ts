@@ -22,7 +22,9 @@ describe("SpanWriter", () => {
       return getMany(pairs);
     };
     const writer = new SpanWriter(store, { warn() {}, error() {} });
-    const ids = await Promise.all(Array.from({ length: 10 }, () => writer.nextSequenceId(r.rollout_id, r.attempt.attempt_id)));
+    const ids = await Promise.all(
+      Array.from({ length: 10 }, () => writer.nextSequenceId(r.rollout_id, r.attempt.attempt_id)),
+    );
     expect(ids).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     expect(batches).toBe(1);
     await store.close();

@@ -50,8 +50,10 @@ export class SpanWriter {
     if (batch.length === 0) return;
     if (batch.length > 1 && typeof this.store.getManySpanSequenceIds === "function") {
       try {
-        const ids = await this.store.getManySpanSequenceIds(batch.map((b) => [b.rolloutId, b.attemptId] as const));
-        batch.forEach((b, i) => b.resolve(ids[i] ?? null));
+        const ids = await this.store.getManySpanSequenceIds(
+          batch.map((b) => [b.rolloutId, b.attemptId] as const),
+        );
+        for (let i = 0; i < batch.length; i++) batch[i]!.resolve(ids[i] ?? null);
         return;
       } catch (error) {
         this.log.error(`batched sequence ids failed, retrying one by one: ${(error as Error).message}`);
@@ -86,7 +88,9 @@ export class SpanWriter {
         try {
           await this.store.addSpan(b.span);
         } catch (error) {
-          this.log.error(`recording a span for ${b.span.rollout_id}/${b.span.attempt_id} failed: ${(error as Error).message}`);
+          this.log.error(
+            `recording a span for ${b.span.rollout_id}/${b.span.attempt_id} failed: ${(error as Error).message}`,
+          );
         }
         b.resolve();
       }),

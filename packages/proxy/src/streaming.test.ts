@@ -53,3 +53,39 @@ describe("SSE passthrough", () => {
     }
   });
 });
+
+describe("SSE keepalive", () => {
+  it("sends comments on a silent stream, between events only, and the SDK ignores them", async () => {
+    const h = await startHarness({ mocks: [{ chunkDelayMs: 120 }], proxy: { sseKeepAliveMs: 40 } });
+    try {
+      const { rolloutId, attemptId } = await h.newAttempt();
+      const res = await fetch(`${h.url}/rollout/${rolloutId}/attempt/${attemptId}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "m",
+          messages: [{ role: "user", content: "hello there" }],
+          stream: true,
+        }),
+      });
+      const text = await res.text();
+      expect(text).toContain(": keepalive\n\n");
+      // every keepalive sits between complete events
+      for (const block of text.split("\n\n").filter(Boolean)) {
+        expect(block === ": keepalive" || block.startsWith("data: ")).toBe(true);
+      }
+      const client = h.client(`${h.url}/rollout/${rolloutId}/attempt/${attemptId}/v1`);
+      let content = "";
+      for await (const chunk of await client.chat.completions.create({
+        model: "m",
+        messages: [{ role: "user", content: "hi" }],
+        stream: true,
+      })) {
+        content += chunk.choices[0]?.delta.content ?? "";
+      }
+      expect(content).toBe("Echo: hi");
+    } finally {
+      await h.close();
+    }
+  });
+});

@@ -5,7 +5,12 @@
  */
 import { type Attempt, NotFoundError, type Rollout, type Span } from "@agl/core";
 import type pg from "pg";
-import { foldWorkerEvents, type RolloutMutation, type WorkerEvent } from "../shared/rollout-mutation.js";
+import {
+  type FoldedWorkerEvent,
+  foldWorkerEvents,
+  type RolloutMutation,
+  type WorkerEvent,
+} from "../shared/rollout-mutation.js";
 import { toJson, toJsonRequired } from "../shared/schemas.js";
 
 export type Queryable = Pick<pg.ClientBase, "query">;
@@ -137,19 +142,36 @@ export interface PersistItem {
   pop?: boolean;
 }
 
-/** Write mutations back: rollout state, new and changed attempts, worker events. */
+/**
+ * Write mutations back in ONE statement (data-modifying CTEs, one per table): rollout state, new and
+ * changed attempts, worker events and the NOTIFY of rollouts that became terminal. Round trips, not
+ * rows, dominate a transaction's cost, so this keeps every write transaction at a handful of them.
+ */
 export async function persistMutations(
   c: Queryable,
   items: readonly PersistItem[],
-  extraPops: readonly string[] = [],
+  options: {
+    extraPops?: readonly string[];
+    notifyChannel?: string;
+    workerEvents?: readonly WorkerEvent[];
+    now?: number;
+  } = {},
 ): Promise<void> {
+  const params: unknown[] = [];
+  const p = (value: unknown) => `$${params.push(value)}`;
+  const ctes: string[] = [];
+  const now = options.now ?? items[0]?.m.now ?? Date.now() / 1000;
+
   const rollouts = items.filter(
     (i) => i.pop || i.prev === null || i.m.needsRolloutWrite(i.prev.deadline, i.prev.queue_seq !== null),
   );
-  if (rollouts.length > 0 || extraPops.length > 0) {
-    const pops = extraPops.map((id) => ({ id }));
-    await c.query(
-      `UPDATE rollouts r SET
+  const pops = options.extraPops ?? [];
+  if (rollouts.length > 0 || pops.length > 0) {
+    const col = <T>(f: (i: PersistItem) => T, popValue: T) => [
+      ...rollouts.map(f),
+      ...pops.map(() => popValue),
+    ];
+    ctes.push(`r_upd AS (UPDATE rollouts r SET
          status = COALESCE(u.status, r.status),
          end_time = CASE WHEN u.status IS NULL THEN r.end_time ELSE u.end_time END,
          deadline = CASE WHEN u.status IS NULL THEN r.deadline ELSE u.deadline END,
@@ -157,49 +179,47 @@ export async function persistMutations(
          queue_seq = CASE WHEN u.pop THEN NULL
            WHEN u.enqueue AND r.queue_seq IS NULL THEN nextval('rollout_queue_seq')
            ELSE r.queue_seq END
-       FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[], $5::int[], $6::bool[], $7::bool[])
+       FROM unnest(${p([...rollouts.map((i) => i.m.rollout.rollout_id), ...pops])}::text[], ${p(col((i) => i.m.rollout.status, null))}::text[],
+         ${p(col((i) => i.m.rollout.end_time, null))}::float8[], ${p(col((i) => i.m.deadline, null))}::float8[],
+         ${p(col((i) => i.m.attemptCount, null))}::int[], ${p(col((i) => i.pop === true, true))}::bool[],
+         ${p(col((i) => i.m.enqueue, false))}::bool[])
          AS u(rollout_id, status, end_time, deadline, attempt_count, pop, enqueue)
-       WHERE r.rollout_id = u.rollout_id`,
-      [
-        [...rollouts.map((i) => i.m.rollout.rollout_id), ...pops.map((p) => p.id)],
-        [...rollouts.map((i) => i.m.rollout.status), ...pops.map(() => null)],
-        [...rollouts.map((i) => i.m.rollout.end_time), ...pops.map(() => null)],
-        [...rollouts.map((i) => i.m.deadline), ...pops.map(() => null)],
-        [...rollouts.map((i) => i.m.attemptCount), ...pops.map(() => null)],
-        [...rollouts.map((i) => i.pop === true), ...pops.map(() => true)],
-        [...rollouts.map((i) => i.m.enqueue), ...pops.map(() => false)],
-      ],
-    );
+       WHERE r.rollout_id = u.rollout_id RETURNING 1)`);
   }
+  const attemptsFrom = (attempts: readonly Attempt[]) =>
+    `unnest(${attemptColumns(attempts)
+      .map((values, i) => `${p(values)}::${ATTEMPT_TYPES[i]}[]`)
+      .join(", ")}) AS t(rid, aid, seq, st, et, status, wid, hb, md)`;
   const created = items.flatMap((i) => i.m.created);
   if (created.length > 0) {
-    await c.query(
-      `INSERT INTO attempts (rollout_id, attempt_id, sequence_id, start_time, end_time, status, worker_id, last_heartbeat_time, metadata)
-       SELECT rid, aid, seq, st, et, status, wid, hb, md::jsonb
-       FROM unnest($1::text[], $2::text[], $3::int[], $4::float8[], $5::float8[], $6::text[], $7::text[], $8::float8[], $9::text[])
-         AS t(rid, aid, seq, st, et, status, wid, hb, md)`,
-      attemptColumns(created),
-    );
+    ctes.push(`a_ins AS (INSERT INTO attempts
+         (rollout_id, attempt_id, sequence_id, start_time, end_time, status, worker_id, last_heartbeat_time, metadata)
+       SELECT rid, aid, seq, st, et, status, wid, hb, md::jsonb FROM ${attemptsFrom(created)} RETURNING 1)`);
   }
   const changed = items.flatMap((i) => [...i.m.changed.values()]);
   if (changed.length > 0) {
-    await c.query(
-      `UPDATE attempts a SET end_time = t.et, status = t.status, worker_id = t.wid, last_heartbeat_time = t.hb, metadata = t.md::jsonb
-       FROM unnest($1::text[], $2::text[], $3::int[], $4::float8[], $5::float8[], $6::text[], $7::text[], $8::float8[], $9::text[])
-         AS t(rid, aid, seq, st, et, status, wid, hb, md)
-       WHERE a.rollout_id = t.rid AND a.attempt_id = t.aid`,
-      attemptColumns(changed),
-    );
+    ctes.push(`a_upd AS (UPDATE attempts a SET end_time = t.et, status = t.status, worker_id = t.wid,
+         last_heartbeat_time = t.hb, metadata = t.md::jsonb
+       FROM ${attemptsFrom(changed)} WHERE a.rollout_id = t.rid AND a.attempt_id = t.aid RETURNING 1)`);
   }
-  const now = items[0]?.m.now ?? Date.now() / 1000;
-  await applyWorkerEvents(
-    c,
-    items.flatMap((i) => i.m.workerEvents),
-    now,
-  );
+  const events = [...items.flatMap((i) => i.m.workerEvents), ...(options.workerEvents ?? [])];
+  if (events.length > 0) ctes.push(...workerCtes(foldWorkerEvents(events), p(now), p));
+  const terminal = items.filter((i) => i.m.terminal).map((i) => i.m.rollout.rollout_id);
+  const notifies: string[] = [];
+  if (options.notifyChannel && terminal.length > 0) {
+    // Payloads stay under PostgreSQL's 8000-byte limit; delivered at COMMIT.
+    for (let i = 0; i < terminal.length; i += 200) {
+      notifies.push(`pg_notify(${p(options.notifyChannel)}, ${p(terminal.slice(i, i + 200).join(","))})`);
+    }
+  }
+  if (ctes.length === 0 && notifies.length === 0) return;
+  const select = notifies.length > 0 ? `SELECT ${notifies.join(", ")}` : "SELECT 1";
+  await c.query(ctes.length > 0 ? `WITH ${ctes.join(",\n")} ${select}` : select, params);
 }
 
-function attemptColumns(attempts: readonly Attempt[]): unknown[] {
+const ATTEMPT_TYPES = ["text", "text", "int", "float8", "float8", "text", "text", "float8", "text"];
+
+function attemptColumns(attempts: readonly Attempt[]): unknown[][] {
   return [
     attempts.map((a) => a.rollout_id),
     attempts.map((a) => a.attempt_id),
@@ -214,36 +234,40 @@ function attemptColumns(attempts: readonly Attempt[]): unknown[] {
 }
 
 /**
- * Apply worker events in one statement, folded per worker: existing workers are updated with the
- * busy/idle timestamp rules of setWorkerStatus (CASE sees the old status); new ones are inserted. A
- * worker created concurrently by another transaction falls back to a plain upsert.
+ * Worker events folded per worker: existing workers are updated with the busy/idle timestamp rules of
+ * setWorkerStatus (CASE sees the old status); new ones are inserted. A worker created concurrently by
+ * another transaction falls back to a plain upsert.
  */
-export async function applyWorkerEvents(
-  c: Queryable,
-  events: readonly WorkerEvent[],
-  now: number,
-): Promise<void> {
-  if (events.length === 0) return;
-  const folded = foldWorkerEvents(events);
-  await c.query(
-    `WITH t AS (
-       SELECT * FROM unnest($2::text[], $3::text[], $4::bool[], $5::bool[], $6::bool[], $7::bool[], $8::bool[], $9::text[], $10::text[])
-         AS t(wid, status, deq, bf, bl, idf, il, rid, aid)
-     ), upd AS (
-       UPDATE workers w SET
-         last_busy_time = CASE WHEN t.bl OR (t.bf AND w.status <> 'busy') THEN $1::float8 ELSE w.last_busy_time END,
-         last_idle_time = CASE WHEN t.il OR (t.idf AND w.status <> 'idle') THEN $1::float8 ELSE w.last_idle_time END,
-         status = t.status,
-         current_rollout_id = t.rid,
-         current_attempt_id = t.aid,
-         last_dequeue_time = CASE WHEN t.deq THEN $1::float8 ELSE w.last_dequeue_time END
-       FROM t WHERE w.worker_id = t.wid
-       RETURNING w.worker_id
-     )
-     INSERT INTO workers (worker_id, status, last_dequeue_time, last_busy_time, last_idle_time, current_rollout_id, current_attempt_id)
-     SELECT wid, status, CASE WHEN deq THEN $1::float8 END,
-       CASE WHEN bf OR bl THEN $1::float8 END, CASE WHEN idf OR il THEN $1::float8 END, rid, aid
-     FROM t WHERE wid NOT IN (SELECT worker_id FROM upd)
+function workerCtes(
+  folded: readonly FoldedWorkerEvent[],
+  now: string,
+  p: (value: unknown) => string,
+): string[] {
+  const cols = [
+    [folded.map((e) => e.workerId), "text"],
+    [folded.map((e) => e.status), "text"],
+    [folded.map((e) => e.dequeued), "bool"],
+    [folded.map((e) => e.busyFirst), "bool"],
+    [folded.map((e) => e.busyLater), "bool"],
+    [folded.map((e) => e.idleFirst), "bool"],
+    [folded.map((e) => e.idleLater), "bool"],
+    [folded.map((e) => e.current?.rolloutId ?? null), "text"],
+    [folded.map((e) => e.current?.attemptId ?? null), "text"],
+  ] as const;
+  return [
+    `w_t AS (SELECT * FROM unnest(${cols.map(([values, type]) => `${p(values)}::${type}[]`).join(", ")})
+       AS t(wid, status, deq, bf, bl, idf, il, rid, aid))`,
+    `w_upd AS (UPDATE workers w SET
+       last_busy_time = CASE WHEN t.bl OR (t.bf AND w.status <> 'busy') THEN ${now}::float8 ELSE w.last_busy_time END,
+       last_idle_time = CASE WHEN t.il OR (t.idf AND w.status <> 'idle') THEN ${now}::float8 ELSE w.last_idle_time END,
+       status = t.status, current_rollout_id = t.rid, current_attempt_id = t.aid,
+       last_dequeue_time = CASE WHEN t.deq THEN ${now}::float8 ELSE w.last_dequeue_time END
+     FROM w_t t WHERE w.worker_id = t.wid RETURNING w.worker_id)`,
+    `w_ins AS (INSERT INTO workers
+       (worker_id, status, last_dequeue_time, last_busy_time, last_idle_time, current_rollout_id, current_attempt_id)
+     SELECT wid, status, CASE WHEN deq THEN ${now}::float8 END,
+       CASE WHEN bf OR bl THEN ${now}::float8 END, CASE WHEN idf OR il THEN ${now}::float8 END, rid, aid
+     FROM w_t WHERE wid NOT IN (SELECT worker_id FROM w_upd)
      ON CONFLICT (worker_id) DO UPDATE SET
        last_busy_time = CASE WHEN EXCLUDED.last_busy_time IS NOT NULL AND workers.status <> 'busy'
          THEN EXCLUDED.last_busy_time ELSE workers.last_busy_time END,
@@ -252,32 +276,31 @@ export async function applyWorkerEvents(
        status = EXCLUDED.status,
        current_rollout_id = EXCLUDED.current_rollout_id,
        current_attempt_id = EXCLUDED.current_attempt_id,
-       last_dequeue_time = COALESCE(EXCLUDED.last_dequeue_time, workers.last_dequeue_time)`,
-    [
-      now,
-      folded.map((e) => e.workerId),
-      folded.map((e) => e.status),
-      folded.map((e) => e.dequeued),
-      folded.map((e) => e.busyFirst),
-      folded.map((e) => e.busyLater),
-      folded.map((e) => e.idleFirst),
-      folded.map((e) => e.idleLater),
-      folded.map((e) => e.current?.rolloutId ?? null),
-      folded.map((e) => e.current?.attemptId ?? null),
-    ],
-  );
+       last_dequeue_time = COALESCE(EXCLUDED.last_dequeue_time, workers.last_dequeue_time)
+     RETURNING 1)`,
+  ];
 }
 
-/** Insert spans (duplicates of (rid, aid, span_id) skipped); returns the keys stored. Bumps the counters. */
+/**
+ * Insert spans (duplicates of (rid, aid, span_id) skipped) and bump each rollout's sequence counter to
+ * the highest stored sequence id, in one statement; returns the keys stored.
+ */
 export async function insertSpans(c: Queryable, spans: readonly Span[]): Promise<Set<string>> {
   const { rows } = await c.query<{ rollout_id: string; attempt_id: string; span_id: string }>(
-    `INSERT INTO spans (rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, data)
-     SELECT rid, aid, seq, tid, sid, pid, name, st, et, data::jsonb
-     FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::float8[], $9::float8[], $10::text[])
-       WITH ORDINALITY AS t(rid, aid, seq, tid, sid, pid, name, st, et, data, ord)
-     ORDER BY ord
-     ON CONFLICT (rollout_id, attempt_id, span_id) DO NOTHING
-     RETURNING rollout_id, attempt_id, span_id`,
+    `WITH ins AS (
+       INSERT INTO spans (rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, data)
+       SELECT rid, aid, seq, tid, sid, pid, name, st, et, data::jsonb
+       FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::float8[], $9::float8[], $10::text[])
+         WITH ORDINALITY AS t(rid, aid, seq, tid, sid, pid, name, st, et, data, ord)
+       ORDER BY ord
+       ON CONFLICT (rollout_id, attempt_id, span_id) DO NOTHING
+       RETURNING rollout_id, attempt_id, span_id, sequence_id
+     ), bump AS (
+       INSERT INTO span_sequences (rollout_id, value)
+       SELECT rollout_id, MAX(sequence_id) FROM ins GROUP BY rollout_id
+       ON CONFLICT (rollout_id) DO UPDATE SET value = GREATEST(span_sequences.value, EXCLUDED.value)
+     )
+     SELECT rollout_id, attempt_id, span_id FROM ins`,
     [
       spans.map((s) => s.rollout_id),
       spans.map((s) => s.attempt_id),
@@ -291,20 +314,7 @@ export async function insertSpans(c: Queryable, spans: readonly Span[]): Promise
       spans.map((s) => toJsonRequired(s, "span")),
     ],
   );
-  const stored = new Set(rows.map((r) => `${key(r.rollout_id, r.attempt_id)}\u0000${r.span_id}`));
-  const maxSeq = new Map<string, number>();
-  for (const s of spans) {
-    if (!stored.has(`${key(s.rollout_id, s.attempt_id)}\u0000${s.span_id}`)) continue;
-    maxSeq.set(s.rollout_id, Math.max(maxSeq.get(s.rollout_id) ?? 0, s.sequence_id));
-  }
-  if (maxSeq.size > 0) {
-    await c.query(
-      `INSERT INTO span_sequences (rollout_id, value) SELECT * FROM unnest($1::text[], $2::int[])
-       ON CONFLICT (rollout_id) DO UPDATE SET value = GREATEST(span_sequences.value, EXCLUDED.value)`,
-      [[...maxSeq.keys()], [...maxSeq.values()]],
-    );
-  }
-  return stored;
+  return new Set(rows.map((r) => `${key(r.rollout_id, r.attempt_id)}\u0000${r.span_id}`));
 }
 
 /** Allocate `count` consecutive sequence ids per rollout atomically; returns the last one of each. */

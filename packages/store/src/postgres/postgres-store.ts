@@ -67,7 +67,6 @@ import { Watchdog } from "../shared/watchdog.js";
 import { migratePostgres } from "./migrations.js";
 import {
   allocateSequences,
-  applyWorkerEvents,
   insertSpans,
   key,
   loadAttempts,
@@ -195,20 +194,11 @@ export class PostgresLightningStore implements LightningStore {
     let effects: Effects = { terminal: [], deadlines: [] };
     const result = await withTransaction(this.pool, async (c) => {
       effects = { terminal: [], deadlines: [] };
-      const value = await fn(c, effects);
-      if (effects.terminal.length > 0) await this.announce(c, effects.terminal);
-      return value;
+      return fn(c, effects);
     });
     for (const d of effects.deadlines) this.watchdog.note(d);
     if (effects.terminal.length > 0) this.hub.notify(effects.terminal);
     return result;
-  }
-
-  /** NOTIFY other processes (delivered at commit); payloads stay under PostgreSQL's 8000-byte limit. */
-  private async announce(c: Queryable, ids: readonly string[]): Promise<void> {
-    for (let i = 0; i < ids.length; i += 200) {
-      await c.query("SELECT pg_notify($1, $2)", [this.channel, ids.slice(i, i + 200).join(",")]);
-    }
   }
 
   private async persist(
@@ -217,7 +207,8 @@ export class PostgresLightningStore implements LightningStore {
     items: PersistItem[],
     extraPops: string[] = [],
   ): Promise<void> {
-    await persistMutations(c, items, extraPops);
+    // NOTIFY (delivered at commit) wakes waiters in other processes.
+    await persistMutations(c, items, { extraPops, notifyChannel: this.channel });
     for (const { m } of items) {
       if (m.terminal) effects.terminal.push(m.rollout.rollout_id);
       effects.deadlines.push(m.deadline);
@@ -247,8 +238,7 @@ export class PostgresLightningStore implements LightningStore {
         if (m.terminal) terminal.push(loaded.rollout.rollout_id);
         return { m, prev: loaded.row };
       });
-      if (items.length > 0) await persistMutations(c, items);
-      if (terminal.length > 0) await this.announce(c, terminal);
+      if (items.length > 0) await persistMutations(c, items, { notifyChannel: this.channel });
     });
     this.verdicts += applied;
     if (terminal.length > 0) this.hub.notify(terminal);
@@ -421,7 +411,10 @@ export class PostgresLightningStore implements LightningStore {
       }
       if (items.length > 0 || stale.length > 0) await this.persist(c, effects, items, stale);
       if (out.length === 0 && workerId) {
-        await applyWorkerEvents(c, [{ workerId, status: "idle", current: null, dequeued: true }], now);
+        await persistMutations(c, [], {
+          workerEvents: [{ workerId, status: "idle", current: null, dequeued: true }],
+          now,
+        });
       }
       return out;
     });

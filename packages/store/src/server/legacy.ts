@@ -5,9 +5,11 @@
  */
 import {
   type AttemptedRollout,
+  IllegalTransitionError,
   isQueuingLike,
   isRunningLike,
   type LightningStore,
+  NotFoundError,
   newSpanId,
   newTraceId,
   nowSeconds,
@@ -74,7 +76,13 @@ export function registerLegacyRoutes(app: Hono, store: LightningStore, options: 
       const latest = await store.getLatestAttempt(rolloutId);
       if (!rollout || !latest || latest.attempt_id !== claim.attemptId || !isRunningLike(rollout.status))
         continue;
-      await store.updateRollout(rolloutId, { status: "requeuing" });
+      try {
+        await store.updateRollout(rolloutId, { status: "requeuing" });
+      } catch (error) {
+        // It finished meanwhile: there is nothing to requeue.
+        if (IllegalTransitionError.isInstance(error) || NotFoundError.isInstance(error)) continue;
+        throw error;
+      }
       stale.set(rolloutId, [...(stale.get(rolloutId) ?? []), claim.attemptId]);
     }
   }
@@ -83,7 +91,14 @@ export function registerLegacyRoutes(app: Hono, store: LightningStore, options: 
     const ids = stale.get(rolloutId);
     if (!ids) return;
     stale.delete(rolloutId);
-    for (const attemptId of ids) await store.updateAttempt(rolloutId, attemptId, { status: "timeout" });
+    for (const attemptId of ids) {
+      try {
+        await store.updateAttempt(rolloutId, attemptId, { status: "timeout" });
+      } catch (error) {
+        // Already finished some other way (e.g. by the store's watchdog): nothing left to close.
+        if (!IllegalTransitionError.isInstance(error) && !NotFoundError.isInstance(error)) throw error;
+      }
+    }
   }
 
   app.get("/task", async (c) => {

@@ -114,8 +114,13 @@ describe("Generator (dynamic batching)", () => {
     expect(before.tokenIds).toHaveLength(20);
     expect(after.modelVersion).toBe(1);
     expect(after.tokenIds).toHaveLength(20);
+    await gen.pause();
+    gen.resume({ weightsChanged: true });
+    expect(gen.version).toBe(2);
+    gen.resume();
+    expect(gen.version).toBe(2);
     const group = await gen.generateMany([0, 1].map((i) => ({ promptIds, seed: i, maxTokens: 3 })));
-    expect(group.map((g) => g.modelVersion)).toEqual([1, 1]);
+    expect(group.map((g) => g.modelVersion)).toEqual([2, 2]);
     const ctrl = new AbortController();
     const aborted = gen.generate({ promptIds, maxTokens: 100, ignoreEos: true, signal: ctrl.signal });
     setTimeout(() => ctrl.abort(), 5);

@@ -191,7 +191,9 @@ export class Generator {
     return new Promise((resolve) => this.drainWaiters.push(resolve));
   }
 
-  resume(): void {
+  /** Resume admission; pass `weightsChanged` after updating the served model in place to bump `version`. */
+  resume(options: { weightsChanged?: boolean } = {}): void {
+    if (options.weightsChanged) this._version++;
     this.paused = false;
     this.kick();
   }

@@ -21,13 +21,26 @@ import { PolicyModel } from "./policy-model.js";
 export const CHECKPOINT_FORMAT = "agl-policy";
 export const CHECKPOINT_FORMAT_VERSION = 1;
 
+const CHECKPOINT_ERROR = Symbol.for("agl.CheckpointError");
+
 export class CheckpointError extends Error {
+  private readonly [CHECKPOINT_ERROR] = true;
+
   constructor(
     readonly dir: string,
     message: string,
   ) {
     super(`Invalid policy checkpoint at ${dir}: ${message}`);
     this.name = "CheckpointError";
+  }
+
+  /** True for a CheckpointError from any copy of this package. */
+  static isInstance(error: unknown): error is CheckpointError {
+    return (
+      typeof error === "object" &&
+      error !== null &&
+      (error as Record<symbol, unknown>)[CHECKPOINT_ERROR] === true
+    );
   }
 }
 

@@ -32,7 +32,7 @@ export class PolicyModel {
   /** Unique prefix of this instance's tfjs variable names (tfjs variable names are global). */
   readonly scope: string;
   private readonly vars = new Map<string, tf.Variable>();
-  private readonly causalMasks = new Map<number, tf.Tensor>();
+  private fullCausalMask: tf.Tensor | undefined;
   private disposed = false;
 
   private constructor(config: ModelConfig, init: (name: string, shape: number[], i: number) => tf.Tensor) {
@@ -145,7 +145,7 @@ export class PolicyModel {
     if (this.disposed) return;
     this.disposed = true;
     for (const v of this.vars.values()) v.dispose();
-    for (const m of this.causalMasks.values()) m.dispose();
+    this.fullCausalMask?.dispose();
     this.vars.clear();
   }
 
@@ -153,15 +153,15 @@ export class PolicyModel {
     return this.disposed;
   }
 
+  /** `[1,1,T,T]` additive causal mask, sliced from one cached context-sized mask. */
   private causalMask(T: number): tf.Tensor {
-    let m = this.causalMasks.get(T);
-    if (!m) {
-      const data = new Float32Array(T * T);
-      for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) data[i * T + j] = NEG_INF;
-      m = tf.keep(tf.tensor4d(data, [1, 1, T, T]));
-      this.causalMasks.set(T, m);
+    const C = this.config.contextLength;
+    if (!this.fullCausalMask) {
+      const data = new Float32Array(C * C);
+      for (let i = 0; i < C; i++) data.fill(NEG_INF, i * C + i + 1, (i + 1) * C);
+      this.fullCausalMask = tf.keep(tf.tensor4d(data, [1, 1, C, C]));
     }
-    return m;
+    return T === C ? this.fullCausalMask : tf.slice(this.fullCausalMask, [0, 0, 0, 0], [1, 1, T, T]);
   }
 
   private checkLength(T: number): void {

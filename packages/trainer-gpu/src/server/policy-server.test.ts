@@ -271,13 +271,21 @@ describe("PolicyServer with the openai SDK", () => {
 
 describe("PolicyServer limits", () => {
   it("enforces the body limit, the request deadline, and stops generating for a vanished client", async () => {
-    const small = new PolicyServer({ model: s.model, tokenizer: s.tokenizer, bodyLimitBytes: 2000, requestTimeoutMs: 30 });
+    const small = new PolicyServer({
+      model: s.model,
+      tokenizer: s.tokenizer,
+      bodyLimitBytes: 2000,
+      requestTimeoutMs: 30,
+    });
     await small.start();
     try {
       const big = await fetch(`${small.baseUrl}/chat/completions`, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify({ model: "agl-policy", messages: [{ role: "user", content: "x".repeat(5000) }] }),
+        body: JSON.stringify({
+          model: "agl-policy",
+          messages: [{ role: "user", content: "x".repeat(5000) }],
+        }),
       });
       expect(big.status).toBe(413);
       expect(((await big.json()) as Ext).error.message).toMatch(/too large/);
@@ -307,7 +315,8 @@ describe("PolicyServer limits", () => {
     const stepsAtAbort = server.generator.steps;
     ctrl.abort();
     const deadline = Date.now() + 2000;
-    while (server.generator.activeCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    while (server.generator.activeCount > 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 10));
     expect(server.generator.activeCount).toBe(0);
     // 127 tokens were asked for; the sequence was dropped long before.
     expect(server.generator.steps - stepsAtAbort).toBeLessThan(100);

@@ -92,8 +92,9 @@ export class PolicyServer {
   pause(): Promise<void> {
     return this.generator.pause();
   }
-  resume(): void {
-    this.generator.resume();
+  /** Resume admission; `weightsChanged: true` (after an in-place update) increments `version`. */
+  resume(options: { weightsChanged?: boolean } = {}): void {
+    this.generator.resume(options);
   }
   /** Drain, apply new weights (a model to copy from, or a callback), bump `version`, resume. */
   swapWeights(apply?: PolicyModel | ((model: PolicyModel) => void | Promise<void>)): Promise<number> {

@@ -59,7 +59,18 @@ export interface OpenAIErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
 }
 
+const HTTP_ERROR = Symbol.for("agl.PolicyServerHttpError");
+
+/** An error answered with an OpenAI-style body and the given status. */
 export class HttpError extends Error {
+  private readonly [HTTP_ERROR] = true;
+
+  static isInstance(error: unknown): error is HttpError {
+    return (
+      typeof error === "object" && error !== null && (error as Record<symbol, unknown>)[HTTP_ERROR] === true
+    );
+  }
+
   constructor(
     readonly status: 400 | 401 | 404 | 413 | 500 | 503 | 504,
     message: string,

@@ -140,3 +140,12 @@ describe("graceful shutdown", () => {
     h = undefined;
   });
 });
+
+describe("startup", () => {
+  it("rejects when the port is taken", async () => {
+    h = await harness();
+    const store = new InMemoryLightningStore();
+    await expect(harness({ store, port: h.server.port })).rejects.toThrow(/EADDRINUSE/);
+    await store.close();
+  });
+});

@@ -1,0 +1,17 @@
+import { selectBackend, PolicyModel, Tokenizer, Generator, tf, PolicyServer } from "/work/main/packages/trainer-gpu/src/index.ts";
+import OpenAI from "openai";
+await selectBackend({ log: () => {} });
+const tok = new Tokenizer();
+const m = PolicyModel.create({ vocabSize: tok.vocabSize, dModel: 32, nLayers: 2, nHeads: 4, contextLength: 128, seed: 1 });
+const g = new Generator(m, tok);
+await g.generate({ promptIds: [1, 20, 30], maxTokens: 5 });
+const before = tf.memory().numTensors;
+await Promise.all(Array.from({ length: 40 }, (_, i) => g.generate({ promptIds: [1, 20 + i, 30], maxTokens: 5 + (i % 17), seed: i, stop: ["a"] })));
+console.log("generator tensors before/after", before, tf.memory().numTensors);
+const server = new PolicyServer({ model: m, tokenizer: tok, generator: g });
+await server.start();
+const client = new OpenAI({ baseURL: server.baseUrl, apiKey: "x" });
+const b2 = tf.memory().numTensors;
+await Promise.all(Array.from({ length: 20 }, (_, i) => client.chat.completions.create({ model: "agl-policy", messages: [{ role: "user", content: `q${i}` }], max_tokens: 10, n: 2, stream: i % 2 === 0 }).then(async (r: any) => { if (r[Symbol.asyncIterator]) for await (const _ of r) {} })));
+console.log("server tensors before/after", b2, tf.memory().numTensors);
+await server.stop();

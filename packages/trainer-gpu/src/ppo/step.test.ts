@@ -1,0 +1,112 @@
+import { beforeAll, describe, expect, it } from "vitest";
+import { PolicyModel } from "../model/policy-model.js";
+import type { CollectedRollout } from "./collect.js";
+import { type PPOConfigInput, parsePPOConfig } from "./config.js";
+import { AdamW } from "./optim.js";
+import { SeededRandom } from "./rng.js";
+import { ppoUpdate } from "./step.js";
+import { useCpuBackend } from "./test-support/tf-cpu.js";
+import { ValueHead } from "./value-head.js";
+
+beforeAll(async () => {
+  await useCpuBackend();
+});
+
+const triplet = (prompt: number[], response: number[], reward: number | null) => ({
+  prompt: { token_ids: prompt },
+  response: { token_ids: response, logprobs: response.map(() => -2) },
+  reward,
+  metadata: {},
+});
+
+/** Two samples x 3 rollouts; sample "a" has a 2-call rollout; sample "b" is all-equal (zero variance). */
+function rollouts(): CollectedRollout[] {
+  const r = (id: string, uid: string, reward: number, calls = 1): CollectedRollout => ({
+    rolloutId: id,
+    uid,
+    sampleIndex: uid === "a" ? 0 : 1,
+    repeat: 0,
+    status: "succeeded",
+    reward,
+    triplets:
+      calls === 1
+        ? [triplet([1, 2], [3, 4], reward)]
+        : [triplet([1, 2], [3, 4], null), triplet([1, 2, 3, 4, 5], [6, 7], reward)],
+  });
+  return [
+    r("a1", "a", 1, 2),
+    r("a2", "a", 0),
+    r("a3", "a", 0),
+    r("b1", "b", 1),
+    r("b2", "b", 1),
+    r("b3", "b", 1),
+    { ...r("c1", "c", 1), status: "failed" },
+  ];
+}
+
+function run(over: PPOConfigInput) {
+  const config = parsePPOConfig({
+    ...over,
+    actor_rollout_ref: {
+      rollout: { n: 3 },
+      actor: { ppo_mini_batch_size: 2, ...over.actor_rollout_ref?.actor },
+    },
+  });
+  const policy = PolicyModel.create({
+    vocabSize: 10,
+    dModel: 8,
+    nLayers: 1,
+    nHeads: 2,
+    contextLength: 16,
+    seed: 1,
+  });
+  const needRef = config.actor_rollout_ref.actor.use_kl_loss || config.algorithm.use_kl_in_reward;
+  const reference = needRef ? policy.clone({ trainable: false }) : null;
+  const optimizer = new AdamW(policy.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0 });
+  const valueHead = config.algorithm.adv_estimator === "gae" ? new ValueHead(8, 8, 1) : null;
+  const before = Array.from(policy.trainableVariables[0]!.dataSync());
+  const metrics = ppoUpdate(
+    rollouts(),
+    config,
+    { policy, reference, optimizer, valueHead, padId: 0 },
+    new SeededRandom(1),
+    10,
+  );
+  const moved = Array.from(policy.trainableVariables[0]!.dataSync()).some((v, i) => v !== before[i]);
+  return { metrics, moved };
+}
+
+describe("ppoUpdate wiring", () => {
+  it("GRPO: skips zero-variance groups and failed rollouts, trains the rest", () => {
+    const { metrics, moved } = run({ agentlightning: { trace_aggregator: { level: "transition" } } });
+    expect(moved).toBe(true);
+    expect(metrics["training/n_rollouts_failed"]).toBe(1);
+    expect(metrics["training/n_triplets"]).toBe(7);
+    expect(metrics["training/n_rows_skipped_zero_variance"]).toBe(3);
+    expect(metrics["agent_mode/n_sample_to_train"]).toBe(4);
+    expect(metrics["actor/n_updates"]).toBe(1);
+  });
+
+  it("trajectory mode merges the two-call rollout into one row", () => {
+    const { metrics } = run({ agentlightning: { trace_aggregator: { level: "trajectory" } } });
+    expect(metrics["agent_mode/n_sample_to_train"]).toBe(3);
+    expect(metrics["training/n_trajectory_prefix_mismatch"]).toBe(0);
+  });
+
+  it.each([
+    ["rloo", {}],
+    ["reinforce_plus_plus", {}],
+    ["gae", {}],
+    ["grpo", { use_kl_in_reward: true, kl_penalty: "low_var_kl" }],
+  ] as const)("%s runs end to end with finite metrics", (estimator, extra) => {
+    const { metrics, moved } = run({
+      algorithm: { adv_estimator: estimator, ...extra },
+      actor_rollout_ref: { actor: { use_kl_loss: true, tis_imp_ratio_cap: 2, entropy_coeff: 0.01 } },
+    });
+    expect(moved).toBe(true);
+    for (const [k, v] of Object.entries(metrics)) expect(Number.isFinite(v), k).toBe(true);
+    expect(metrics).toHaveProperty(["actor/kl_loss"]);
+    if (estimator === "gae") expect(metrics).toHaveProperty(["critic/vf_loss"]);
+    if ("use_kl_in_reward" in extra) expect(metrics["actor/reward_kl_penalty"]).toBeCloseTo(0, 6);
+  });
+});
