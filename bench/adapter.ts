@@ -263,9 +263,7 @@ const variant = (name: string, proxy: boolean, run: (spans: Span[]) => unknown):
 const results = measureAll([
   variant("TraceToTriplets (defaults)", false, (s) => triplets.adapt(s)),
   variant("TraceToTriplets + TripletsToTrajectories", false, (s) => trajectories.adapt(triplets.adapt(s))),
-  variant("TraceToTriplets (regex match, no repair)", false, (s) =>
-    strict.adapt(s),
-  ),
+  variant("TraceToTriplets (regex match, no repair)", false, (s) => strict.adapt(s)),
   variant("ProxySpansToTriplets", true, (s) => proxyAdapter.adapt(s)),
   variant("naive baseline (same triplets)", false, naive),
   variant("floor: structuredClone of the spans", false, (s) => structuredClone(s)),

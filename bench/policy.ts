@@ -192,7 +192,7 @@ async function main() {
   const cases: TrainCase[] = [
     { name: "d64 L2 H4 T64 B32", dModel: 64, nLayers: 2, nHeads: 4, batch: 32, seqLen: 64 },
     { name: "d128 L2 H4 T64 B32", dModel: 128, nLayers: 2, nHeads: 4, batch: 32, seqLen: 64 },
-    { name: "d256 L2 H4 T64 B16", dModel: 256, nLayers: 2, nHeads: 4, batch: 16, seqLen: 64 },
+    { name: "d256 L2 H4 T64 B32", dModel: 256, nLayers: 2, nHeads: 4, batch: 32, seqLen: 64 },
   ];
   const training = [];
   for (const c of cases) {

@@ -45,9 +45,15 @@ const selected = (backend: string, transport: string) =>
 
 // --- servers in child processes
 
-async function startChild(
-  args: string[],
-): Promise<{ url: string; child: ChildProcess; stop: () => Promise<void> }> {
+interface ChildServer {
+  url: string;
+  child: ChildProcess;
+  stop: () => Promise<void>;
+  /** CPU time the server process has used so far (ms). */
+  cpuMs: () => Promise<number>;
+}
+
+async function startChild(args: string[]): Promise<ChildServer> {
   const child = spawn(
     process.execPath,
     ["--import", "tsx", join(ROOT, "bench/support/http-server.ts"), ...args],
@@ -56,22 +62,34 @@ async function startChild(
       stdio: ["pipe", "pipe", "inherit"],
     },
   );
+  let out = "";
+  const cpuWaiters: Array<(ms: number) => void> = [];
   const url = await new Promise<string>((resolve, reject) => {
-    let out = "";
     child.stdout!.on("data", (chunk: Buffer) => {
       out += chunk.toString();
-      const line = out.split("\n").find((l) => l.startsWith("http://"));
-      if (line) resolve(line.trim());
+      let nl = out.indexOf("\n");
+      while (nl >= 0) {
+        const line = out.slice(0, nl).trim();
+        out = out.slice(nl + 1);
+        if (line.startsWith("http://")) resolve(line);
+        else if (line.startsWith("{")) cpuWaiters.shift()?.((JSON.parse(line) as { cpu_ms: number }).cpu_ms);
+        nl = out.indexOf("\n");
+      }
     });
     child.once("exit", (code) => reject(new Error(`server process exited with ${code}`)));
   });
+  const cpuMs = () =>
+    new Promise<number>((resolve) => {
+      cpuWaiters.push(resolve);
+      child.stdin!.write("cpu\n");
+    });
   const stop = () =>
     new Promise<void>((resolve) => {
       child.once("exit", () => resolve());
       child.stdin!.end();
       setTimeout(() => child.kill("SIGKILL"), 10_000).unref();
     });
-  return { url, child, stop };
+  return { url, child, stop, cpuMs };
 }
 
 async function ceiling(): Promise<{ requests_per_s: number; p99_ms: number }> {
@@ -84,13 +102,40 @@ async function ceiling(): Promise<{ requests_per_s: number; p99_ms: number }> {
   }
 }
 
+/** Where the CPU goes over HTTP, from the memory-store rows (the store itself is nearly free there). */
+function httpCostNote(): string[] {
+  const find = (transport: string) =>
+    rows.find((r) => r.backend === "memory" && r.transport === transport && r.payload === "light");
+  const local = find("in-process");
+  const http = find("http");
+  if (!local || !http || http.server_cpu_ms_per_rollout === null) return [];
+  const perRequest = (ms: number) => (ms / 4).toFixed(2);
+  return [
+    `Where the time goes (memory store, light spans): in-process a rollout costs ${local.client_cpu_ms_per_rollout.toFixed(2)} CPU ms`,
+    `(runners and store together); over HTTP the runner side (LightningStoreClient) spends ${http.client_cpu_ms_per_rollout.toFixed(2)} ms`,
+    `and the server process ${http.server_cpu_ms_per_rollout.toFixed(2)} ms per rollout, i.e. about ${perRequest(http.client_cpu_ms_per_rollout)} ms`,
+    `client-side and ${perRequest(http.server_cpu_ms_per_rollout)} ms server-side per request, against ~${(1000 / trivialRate).toFixed(3)} ms for the trivial`,
+    "endpoint. The HTTP layer (client and route handling), not the stores, bounds the HTTP rates on this machine.",
+  ];
+}
+
+let trivialRate = 1;
+
 // --- main
 
 interface Row extends RunResult {
   backend: string;
   transport: "in-process" | "http";
   payload: Payload;
+  /** CPU milliseconds per finished rollout: this process (runners, client) and, over HTTP, the server process. */
+  client_cpu_ms_per_rollout: number;
+  server_cpu_ms_per_rollout: number | null;
 }
+
+const cpuNow = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+};
 
 const tmp = mkdtempSync(join(tmpdir(), "agl-bench-store-"));
 const pgCluster = await startPostgresCluster({ durable: true });
@@ -134,6 +179,7 @@ try {
     `store benchmark: ${TOTAL} rollouts, ${RUNNERS} runners, 1-${MAX_ROUNDS} rounds, ${cpus().length} cores`,
   );
   const trivial = ONLY.length === 0 ? await ceiling() : { requests_per_s: 0, p99_ms: 0 };
+  trivialRate = Math.max(1, trivial.requests_per_s);
   console.log(
     `ceiling: trivial hono endpoint ${trivial.requests_per_s.toFixed(0)} req/s (p99 ${trivial.p99_ms} ms)`,
   );
@@ -143,8 +189,17 @@ try {
       if (!selected(backend.name, "in-process")) break;
       const store = await backend.open(await backend.uri());
       try {
+        const cpu = cpuNow();
         const result = await runBatch(store, payload);
-        rows.push({ backend: backend.name, transport: "in-process", payload, ...result });
+        const client_cpu_ms_per_rollout = (cpuNow() - cpu) / result.rollouts;
+        rows.push({
+          backend: backend.name,
+          transport: "in-process",
+          payload,
+          ...result,
+          client_cpu_ms_per_rollout,
+          server_cpu_ms_per_rollout: null,
+        });
         console.log(
           `${backend.name} in-process, ${payload} spans: ${result.rollouts_per_s.toFixed(0)} rollouts/s`,
         );
@@ -157,8 +212,17 @@ try {
       const server = await startChild(["store", await backend.uri()]);
       const client = new LightningStoreClient({ url: server.url });
       try {
+        const cpu = cpuNow();
+        const serverCpu = await server.cpuMs();
         const result = await runBatch(client, payload);
-        rows.push({ backend: backend.name, transport: "http", payload, ...result });
+        rows.push({
+          backend: backend.name,
+          transport: "http",
+          payload,
+          ...result,
+          client_cpu_ms_per_rollout: (cpuNow() - cpu) / result.rollouts,
+          server_cpu_ms_per_rollout: ((await server.cpuMs()) - serverCpu) / result.rollouts,
+        });
         console.log(
           `${backend.name} over HTTP, ${payload} spans: ${result.rollouts_per_s.toFixed(0)} rollouts/s`,
         );
@@ -207,15 +271,17 @@ try {
     "",
     `Ceiling: a trivial hono endpoint on the same server library: **${trivial.requests_per_s.toFixed(0)} req/s** (p99 ${trivial.p99_ms} ms, 50 connections).`,
     "",
-    "| backend | transport | span payload | rollouts/s | spans/s | rollouts done | seconds |",
-    "|---|---|---|---:|---:|---:|---:|",
+    "| backend | transport | span payload | rollouts/s | spans/s | rollouts done | seconds | CPU ms/rollout: runners+client | CPU ms/rollout: server |",
+    "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ...rows.map(
       (r) =>
-        `| ${r.backend} | ${r.transport} | ${r.payload} | ${r.rollouts_per_s.toFixed(0)} | ${r.spans_per_s.toFixed(0)} | ${r.rollouts} | ${r.seconds.toFixed(2)} |`,
+        `| ${r.backend} | ${r.transport} | ${r.payload} | ${r.rollouts_per_s.toFixed(0)} | ${r.spans_per_s.toFixed(0)} | ${r.rollouts} | ${r.seconds.toFixed(2)} | ${r.client_cpu_ms_per_rollout.toFixed(2)} | ${r.server_cpu_ms_per_rollout === null ? "-" : r.server_cpu_ms_per_rollout.toFixed(2)} |`,
     ),
     "",
     "Per rollout the runner makes 4 store calls (dequeue, getManySpanSequenceIds, addManySpans, updateAttempt), so",
     "over HTTP each rollout is 4 requests plus its share of the driver's polls.",
+    "",
+    ...httpCostNote(),
     "Agent Lightning v0.3 reports 3-57 rollouts/s for this scenario on 32-64 cores.",
     "",
   ].join("\n");

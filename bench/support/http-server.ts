@@ -43,7 +43,21 @@ if (mode === "store") {
   console.error("usage: http-server.ts store <uri> | trivial");
   process.exit(2);
 }
-process.stdin.resume();
+// Each "cpu" line on stdin is answered with this process's CPU time so far (ms), for the cost breakdown.
+let input = "";
+process.stdin.on("data", (chunk: Buffer) => {
+  input += chunk.toString();
+  let nl = input.indexOf("\n");
+  while (nl >= 0) {
+    const line = input.slice(0, nl).trim();
+    input = input.slice(nl + 1);
+    if (line === "cpu") {
+      const { user, system } = process.cpuUsage();
+      console.log(JSON.stringify({ cpu_ms: (user + system) / 1000 }));
+    }
+    nl = input.indexOf("\n");
+  }
+});
 process.stdin.once("end", () => {
   close().then(() => process.exit(0));
 });

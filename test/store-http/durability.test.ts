@@ -67,7 +67,7 @@ describe("durability", () => {
         if (a.succeeded) expect(r!.status).toBe("succeeded");
       }
       const withSpans = acked.filter((a) => a.spanId);
-      for (const a of withSpans.slice(-50)) {
+      for (const a of withSpans) {
         const spans = await after.querySpans(a.rolloutId);
         expect(spans.items.map((s) => s.span_id)).toContain(a.spanId);
       }

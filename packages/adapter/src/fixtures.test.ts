@@ -1,7 +1,7 @@
 /**
  * Fixtures recorded by scripts/generate-fixtures.ts from the REAL instrumentation libraries (OpenLLMetry
- * old and new semconv, OpenInference, Vercel AI SDK, Langfuse, and our own instrumentOpenAI) running one
- * two-turn tool-calling conversation against the mock vLLM server. Every family must normalise to the
+ * old and new semconv, OpenInference, Vercel AI SDK, Langfuse, and our own instrumentOpenAI; the Vercel SDK
+ * and ours also streamed) running one two-turn tool-calling conversation against the mock vLLM server. Every family must normalise to the
  * same LLM calls as our tracer, and to the HTTP exchange the server actually saw.
  */
 import { readFileSync } from "node:fs";
@@ -17,7 +17,8 @@ import { TraceTree } from "./tree.js";
 interface Fixture {
   family: string;
   versions: Record<string, string>;
-  exchanges: Array<{ request: any; response: any }>;
+  /** `response` is the JSON body, or for streamed calls the SSE events' payloads. */
+  exchanges: Array<{ request: any; response: any; stream?: boolean }>;
   spans: Span[];
 }
 
@@ -37,6 +38,8 @@ const LOSSES: Record<
   "genai-old": { responseId: true, toolCallIds: true, inputToolCalls: true },
   openinference: {},
   "vercel-ai": {},
+  "vercel-ai-stream": {},
+  "agl-stream": {},
   // observeOpenAI records neither the response id nor the finish reason
   langfuse: { responseId: true, finishReason: true },
 };
@@ -72,15 +75,45 @@ function comparable(call: Comparable, family: string): Comparable {
 
 /** Ground truth: the chat completion requests and responses the mock server exchanged. */
 function fromWire(fixture: Fixture): Comparable[] {
-  return fixture.exchanges.map(({ request, response }) => ({
-    responseId: response.id,
-    model: response.model,
-    input: fromOpenAIMessages(request.messages),
-    output: fromOpenAIMessages(response.choices.map((c: any) => c.message)),
-    tools: fromOpenAITools(request.tools),
-    usage: { inputTokens: response.usage.prompt_tokens, outputTokens: response.usage.completion_tokens },
-    finishReason: normalizeFinishReason(response.choices[0].finish_reason),
-  }));
+  return fixture.exchanges.map(({ request, response: raw, stream }) => {
+    const response = stream ? assemble(raw) : raw;
+    return {
+      responseId: response.id,
+      model: response.model,
+      input: fromOpenAIMessages(request.messages),
+      output: fromOpenAIMessages(response.choices.map((c: any) => c.message)),
+      tools: fromOpenAITools(request.tools),
+      usage: { inputTokens: response.usage.prompt_tokens, outputTokens: response.usage.completion_tokens },
+      finishReason: normalizeFinishReason(response.choices[0].finish_reason),
+    };
+  });
+}
+
+/** SSE chunks → the equivalent non-streamed response (content, tool calls, ids, logprobs, usage). */
+function assemble(events: any[]): any {
+  const message: any = { role: "assistant", content: null };
+  let finish: string | null = null;
+  const tokenIds: number[] = [];
+  const logprobs: any[] = [];
+  for (const e of events) {
+    const choice = e.choices?.[0];
+    if (!choice) continue;
+    if (choice.delta?.content) message.content = (message.content ?? "") + choice.delta.content;
+    for (const call of choice.delta?.tool_calls ?? []) {
+      message.tool_calls ??= [];
+      message.tool_calls[call.index] = { id: call.id, type: "function", function: call.function };
+    }
+    tokenIds.push(...(choice.token_ids ?? []));
+    logprobs.push(...(choice.logprobs?.content ?? []));
+    finish = choice.finish_reason ?? finish;
+  }
+  return {
+    id: events[0].id,
+    model: events[0].model,
+    prompt_token_ids: events[0].prompt_token_ids,
+    choices: [{ message, finish_reason: finish, token_ids: tokenIds, logprobs: { content: logprobs } }],
+    usage: events.at(-1).usage,
+  };
 }
 
 const callsOf = (fixture: Fixture) =>
@@ -113,23 +146,22 @@ describe("real-library fixtures normalise to the same LLM calls", () => {
   });
 
   it("token ids: our tracer and OpenInference (response body) carry the engine's ids; TraceToTriplets emits them", () => {
-    for (const family of ["agl", "openinference"]) {
+    for (const family of ["agl", "agl-stream", "openinference"]) {
       const fixture = load(family);
+      const wire = fixture.exchanges.map((e) => (e.stream ? assemble(e.response) : e.response));
       const triplets = new TraceToTriplets().adapt(fixture.spans);
       expect(
         triplets.map((t) => t.prompt.token_ids),
         family,
-      ).toEqual(fixture.exchanges.map((e) => e.response.prompt_token_ids));
+      ).toEqual(wire.map((r) => r.prompt_token_ids));
       expect(
         triplets.map((t) => t.response.token_ids),
         family,
-      ).toEqual(fixture.exchanges.map((e) => e.response.choices[0].token_ids));
+      ).toEqual(wire.map((r) => r.choices[0].token_ids));
       expect(
         triplets.map((t) => t.response.logprobs),
         family,
-      ).toEqual(
-        fixture.exchanges.map((e) => e.response.choices[0].logprobs.content.map((x: any) => x.logprob)),
-      );
+      ).toEqual(wire.map((r) => r.choices[0].logprobs.content.map((x: any) => x.logprob)));
     }
   });
 
@@ -160,7 +192,14 @@ describe("real-library fixtures normalise to the same LLM calls", () => {
   it("TraceToMessages gives the same fine-tuning examples from every family that keeps tool-call ids", () => {
     const expected = new TraceToMessages().adapt(load("agl").spans);
     expect(expected.at(-1)!.messages.at(-1)).toEqual({ role: "assistant", content: "The answer is 5." });
-    for (const family of ["genai-new", "openinference", "vercel-ai", "langfuse"]) {
+    for (const family of [
+      "genai-new",
+      "openinference",
+      "vercel-ai",
+      "vercel-ai-stream",
+      "langfuse",
+      "agl-stream",
+    ]) {
       const spans = load(family)
         .spans.slice()
         .sort((a, b) => a.start_time! - b.start_time!);

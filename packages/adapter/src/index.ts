@@ -42,7 +42,13 @@ export {
 } from "./llm-call.js";
 export { ProxySpansToTriplets, type ProxySpansToTripletsOptions } from "./proxy-spans-to-triplets.js";
 export { parsePythonLiteral } from "./python-literal.js";
-export { AGL_LLM_CALL_PATTERN, looksLikeLlmCall, readLlmCall, readTokenFields } from "./readers/index.js";
+export {
+  AGL_LLM_CALL_PATTERN,
+  isTokenSource,
+  looksLikeLlmCall,
+  readLlmCall,
+  readTokenFields,
+} from "./readers/index.js";
 export type { RewardMatch, RewardMatchPolicy } from "./reward-matching.js";
 export { type MessagesExample, TraceToMessages, type TraceToMessagesOptions } from "./trace-to-messages.js";
 export {

@@ -346,4 +346,38 @@ describe("TraceToTriplets", () => {
     expect(new TraceToTriplets().adapt(spans).map((t) => t.reward)).toEqual([1]);
     expect(new TraceToTriplets({ clockSkewSeconds: 0 }).adapt(spans).map((t) => t.reward)).toEqual([null]);
   });
+
+  it("counts a LiteLLM proxy request once and lends its token ids to the client span with the same id", () => {
+    const client = mkSpan({
+      id: "client",
+      name: "openai.chat.completion",
+      start: 1,
+      end: 3,
+      attributes: llmAttrs({ responseId: "chatcmpl-9", prompt: "q" }),
+    });
+    const litellm = mkSpan({
+      id: "lr",
+      name: "litellm_request",
+      start: 1.1,
+      end: 2.9,
+      attributes: { "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "q" },
+    });
+    const raw = mkSpan({
+      id: "raw",
+      parent: "lr",
+      name: "raw_gen_ai_request",
+      start: 1.2,
+      end: 2.8,
+      attributes: {
+        "llm.hosted_vllm.id": "chatcmpl-9",
+        "llm.hosted_vllm.prompt_token_ids": "[1, 2]",
+        "llm.hosted_vllm.response_token_ids": "[[3, 4, 5]]",
+      },
+    });
+    const { output, diagnostics } = new TraceToTriplets().adaptWithDiagnostics([client, litellm, raw]);
+    expect(output.map((t) => [t.metadata.span_id, t.prompt.token_ids, t.response.token_ids])).toEqual([
+      ["client", [1, 2], [3, 4, 5]],
+    ]);
+    expect(diagnostics.counts.token_ids_joined).toBe(1);
+  });
 });

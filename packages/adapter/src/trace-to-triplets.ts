@@ -4,7 +4,7 @@ import { agentNameOf, isRewardSpan } from "./conventions.js";
 import { DiagnosticsCollector } from "./diagnostics.js";
 import type { LlmCall } from "./llm-call.js";
 import { checkSpans, parseOptions, TraceToTripletsOptionsSchema } from "./options.js";
-import { AGL_LLM_CALL_PATTERN, looksLikeLlmCall, readLlmCall } from "./readers/index.js";
+import { AGL_LLM_CALL_PATTERN, isTokenSource, looksLikeLlmCall, readLlmCall } from "./readers/index.js";
 import { matchRewards, type RewardMatch, type RewardMatchPolicy } from "./reward-matching.js";
 import { type TraceNode, TraceTree } from "./tree.js";
 
@@ -189,7 +189,7 @@ export class TraceToTriplets implements DiagnosingAdapter<Span[], Triplet[]> {
     diagnostics: DiagnosticsCollector,
   ): AnalyzedCall[] {
     const { agentMatch, excludeLlmCallInReward, joinTokenIdsByResponseId } = this.options;
-    const tokenIndex = joinTokenIdsByResponseId ? indexTokenSources(tree, this.isLlmCall, read) : null;
+    const tokenIndex = joinTokenIdsByResponseId ? indexTokenSources(tree, read) : null;
     const seen = new Map<string, AnalyzedCall>();
     const out: AnalyzedCall[] = [];
     interface Frame {
@@ -326,14 +326,10 @@ export class TraceToTriplets implements DiagnosingAdapter<Span[], Triplet[]> {
 }
 
 /** Spans carrying token ids, by response id: lets a client span borrow a proxy span's ids. */
-function indexTokenSources(
-  tree: TraceTree,
-  isLlmCall: (span: Span) => boolean,
-  read: (node: TraceNode) => LlmCall | null,
-): Map<string, LlmCall> {
+function indexTokenSources(tree: TraceTree, read: (node: TraceNode) => LlmCall | null): Map<string, LlmCall> {
   const index = new Map<string, LlmCall>();
   for (const node of tree.nodes.values()) {
-    if (node.virtual || !isLlmCall(node.span)) continue;
+    if (node.virtual || !isTokenSource(node.span)) continue;
     const call = read(node);
     if (call?.responseId && call.promptTokenIds && call.responseTokenIds && !index.has(call.responseId)) {
       index.set(call.responseId, call);

@@ -23,11 +23,13 @@ const LLM_OPERATIONS = new Set(["chat", "text_completion", "generate_content", "
 /**
  * Whether a span is one LLM call by any known convention: Agent Lightning's span name, GenAI's
  * `gen_ai.operation.name`, OpenLLMetry's `llm.request.type`, OpenInference's span kind, the Vercel
- * AI SDK's `doGenerate`/`doStream`, Langfuse's `generation`, or the LiteLLM proxy's span names.
+ * AI SDK's `doGenerate`/`doStream`, or Langfuse's `generation`. The LiteLLM proxy's two spans per
+ * request (`litellm_request` ⊃ `raw_gen_ai_request`) are not calls here, or each request would count
+ * twice: `ProxySpansToTriplets` reads them, and they lend token ids to client spans (see
+ * {@link isTokenSource}).
  */
 export function looksLikeLlmCall(span: Span): boolean {
   if (AGL_LLM_CALL_PATTERN.test(span.name)) return true;
-  if (span.name === "raw_gen_ai_request" || span.name === "litellm_request") return true;
   if (VERCEL_CALL_SPAN.test(span.name)) return true;
   const a = attrs(span);
   const op = a["gen_ai.operation.name"];
@@ -36,6 +38,11 @@ export function looksLikeLlmCall(span: Span): boolean {
   if (type === "chat" || type === "completion") return true;
   if (a["openinference.span.kind"] === "LLM") return true;
   return a["langfuse.observation.type"] === "generation";
+}
+
+/** Spans that may carry token ids for a call recorded elsewhere (joined by response id). */
+export function isTokenSource(span: Span): boolean {
+  return span.name === "raw_gen_ai_request" || span.name === "litellm_request" || looksLikeLlmCall(span);
 }
 
 /**

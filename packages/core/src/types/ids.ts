@@ -15,8 +15,12 @@ export const newTraceId = (): string => hexId(32).padEnd(32, "0");
 /** 16 lowercase hex. */
 export const newSpanId = (): string => hexId(16);
 
-/** Current time as float epoch seconds (the wire's time unit). */
-export const nowSeconds = (): number => Date.now() / 1000;
+/**
+ * Current time as float epoch seconds (the wire's time unit). Uses the same clock as OpenTelemetry's
+ * `hrTime()` (time origin + monotonic offset, sub-millisecond), so spans stamped by our emitters and
+ * spans stamped by OTel order correctly against each other.
+ */
+export const nowSeconds = (): number => (performance.timeOrigin + performance.now()) / 1000;
 
 /** OTel nanoseconds (or ms/s) to epoch seconds: values above 1e12 are taken as nanoseconds. */
 export function toEpochSeconds(value: number): number {

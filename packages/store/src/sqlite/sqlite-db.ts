@@ -33,6 +33,7 @@ export class SqliteDb {
     insertSpan: Statement;
     bumpSequence: Statement<[string, number]>;
     nextSequence: Statement<[string], { value: number }>;
+    allocateSequences: Statement<[string, number], { value: number }>;
     dueRollouts: Statement<[number, number], RolloutRow>;
     earliestDeadline: Statement<[], { earliest: number | null }>;
   };
@@ -87,6 +88,8 @@ export class SqliteDb {
         ON CONFLICT (rollout_id) DO UPDATE SET value = MAX(value, excluded.value)`),
       nextSequence: p(`INSERT INTO span_sequences (rollout_id, value) VALUES (?, 1)
         ON CONFLICT (rollout_id) DO UPDATE SET value = value + 1 RETURNING value`),
+      allocateSequences: p(`INSERT INTO span_sequences (rollout_id, value) VALUES (?, ?)
+        ON CONFLICT (rollout_id) DO UPDATE SET value = value + excluded.value RETURNING value`),
       dueRollouts: p(
         "SELECT * FROM rollouts WHERE deadline IS NOT NULL AND deadline < ? ORDER BY deadline LIMIT ?",
       ),
@@ -223,6 +226,11 @@ export class SqliteDb {
 
   nextSequence(rid: string): number {
     return this.stmt.nextSequence.get(rid)!.value;
+  }
+
+  /** Reserve `count` consecutive sequence ids of a rollout; returns the first. */
+  allocateSequences(rid: string, count: number): number {
+    return this.stmt.allocateSequences.get(rid, count)!.value - count + 1;
   }
 }
 

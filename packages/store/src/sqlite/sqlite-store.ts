@@ -522,7 +522,17 @@ export class SqliteLightningStore implements LightningStore {
 
   async getManySpanSequenceIds(pairs: ReadonlyArray<readonly [string, string]>): Promise<number[]> {
     const list = parseOrThrow(SeqPairsSchema, pairs, "pairs");
-    return this.write((db) => list.map(([rid]) => db.nextSequence(rid)));
+    return this.write((db) => {
+      // One statement per rollout reserves its block; hand the blocks out in request order.
+      const counts = new Map<string, number>();
+      for (const [rid] of list) counts.set(rid, (counts.get(rid) ?? 0) + 1);
+      const next = new Map([...counts].map(([rid, n]) => [rid, db.allocateSequences(rid, n)]));
+      return list.map(([rid]) => {
+        const value = next.get(rid)!;
+        next.set(rid, value + 1);
+        return value;
+      });
+    });
   }
 
   async querySpans(rolloutId: string, query: SpanQuery = {}): Promise<PaginatedResult<Span>> {

@@ -95,6 +95,7 @@ describe("Generator (dynamic batching)", () => {
     const greedy2 = await gen.generate({ promptIds, temperature: 0, maxTokens: 5, ignoreEos: true, seed: 9 });
     expect(greedy.tokenIds).toEqual(greedy2.tokenIds);
     await expect(gen.generate({ promptIds: new Array(40).fill(5) })).rejects.toThrow(/context/);
+    await expect(gen.generate({ promptIds: [1, tokenizer.vocabSize] })).rejects.toThrow(/promptIds must be integers/);
     model.dispose();
   });
 

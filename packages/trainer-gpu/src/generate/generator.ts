@@ -143,6 +143,10 @@ export class Generator {
   private enqueue(request: GenerateRequest, group: number): Promise<GenerateResult> {
     const ctx = this.model.config.contextLength;
     if (request.promptIds.length === 0) return Promise.reject(new Error("promptIds must not be empty"));
+    const V = this.model.config.vocabSize;
+    if (request.promptIds.some((id) => !Number.isInteger(id) || id < 0 || id >= V)) {
+      return Promise.reject(new Error(`promptIds must be integers in [0, ${V})`));
+    }
     if (request.promptIds.length >= ctx) {
       return Promise.reject(
         new Error(`prompt of ${request.promptIds.length} tokens leaves no room in the context of ${ctx}`),

@@ -24,7 +24,7 @@ export const CHECKPOINT_FORMAT_VERSION = 1;
 const CHECKPOINT_ERROR = Symbol.for("agl.CheckpointError");
 
 export class CheckpointError extends Error {
-  private readonly [CHECKPOINT_ERROR] = true;
+  readonly [CHECKPOINT_ERROR] = true;
 
   constructor(
     readonly dir: string,

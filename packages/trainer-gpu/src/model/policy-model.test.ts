@@ -129,6 +129,7 @@ describe("PolicyModel", () => {
     await writeFile(join(dir, "weights.bin"), weights);
     await expect(loadCheckpoint(dir)).rejects.toThrow(/weights\.bin is corrupted/);
     await expect(loadCheckpoint(dir)).rejects.toBeInstanceOf(CheckpointError);
+    expect(CheckpointError.isInstance(await loadCheckpoint(dir).catch((e) => e))).toBe(true);
 
     await writeFile(join(dir, "weights.bin"), weights.subarray(0, 50));
     await expect(loadCheckpoint(dir)).rejects.toThrow(CheckpointError);

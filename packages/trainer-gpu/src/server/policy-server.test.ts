@@ -81,6 +81,36 @@ describe("PolicyServer with the openai SDK", () => {
     expect(res.usage?.completion_tokens).toBe(tokenIds.length);
   });
 
+  it("streams a tool call as delta.tool_calls, with the raw call in token_ids", async () => {
+    const stream = await client.chat.completions.create({
+      model: "tiny",
+      messages: question as OpenAI.ChatCompletionMessageParam[],
+      tools,
+      temperature: 0,
+      stream: true,
+      return_token_ids: true,
+    } as never);
+    let content = "";
+    const ids: number[] = [];
+    const calls: OpenAI.ChatCompletionChunk.Choice.Delta.ToolCall[] = [];
+    let finish: string | null = null;
+    for await (const chunk of stream as unknown as AsyncIterable<OpenAI.ChatCompletionChunk & Ext>) {
+      for (const c of chunk.choices as Array<OpenAI.ChatCompletionChunk.Choice & Ext>) {
+        content += c.delta.content ?? "";
+        ids.push(...(c.token_ids ?? []));
+        calls.push(...(c.delta.tool_calls ?? []));
+        finish = c.finish_reason ?? finish;
+      }
+    }
+    expect(content).toBe("");
+    expect(finish).toBe("tool_calls");
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.function).toEqual({ name: "calc", arguments: '{"expr":"2+3"}' });
+    expect(s.tokenizer.decode(ids, { skipSpecialTokens: true })).toBe(
+      `<tool_call>{"name":"calc","arguments":{"expr":"2+3"}}</tool_call>`,
+    );
+  });
+
   it("streams n=2 choices with the same ids and text as the non-streaming call", async () => {
     const params = {
       model: "tiny",

@@ -132,8 +132,9 @@ export class PolicyServer {
   private buildApp(): Hono {
     const app = new Hono();
     app.onError((err, c) => {
-      const e =
-        err instanceof HttpError ? err : new HttpError(500, err instanceof Error ? err.message : String(err));
+      const e = HttpError.isInstance(err)
+        ? err
+        : new HttpError(500, err instanceof Error ? err.message : String(err));
       return c.json(e.body, e.status);
     });
     app.notFound((c) => c.json(new HttpError(404, `No route ${c.req.method} ${c.req.path}`).body, 404));

@@ -63,7 +63,7 @@ const HTTP_ERROR = Symbol.for("agl.PolicyServerHttpError");
 
 /** An error answered with an OpenAI-style body and the given status. */
 export class HttpError extends Error {
-  private readonly [HTTP_ERROR] = true;
+  readonly [HTTP_ERROR] = true;
 
   static isInstance(error: unknown): error is HttpError {
     return (
