@@ -10,17 +10,16 @@
  *
  * Run: pnpm exec tsx bench/proxy.ts   → bench/results/proxy.{json,md}
  */
-import { type ChildProcess, fork } from "node:child_process";
-import { writeFileSync } from "node:fs";
-import { Agent, createServer, request } from "node:http";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { Agent, request } from "node:http";
 import { createRequire } from "node:module";
-import type { AddressInfo } from "node:net";
 import { cpus } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const role = process.argv[2];
+const root = join(here, "..");
 const SECONDS = 4;
 const ROUNDS = 2;
 
@@ -30,14 +29,11 @@ const MESSAGES = [
 ];
 const REPLY = "17 * 23 = 391. The answer is 391.";
 
-function spawnRole(name: string, ...args: string[]): Promise<{ child: ChildProcess; msg: any }> {
-  const child = fork(fileURLToPath(import.meta.url), [name, ...args], {
-    execArgv: [
-      "--import",
-      "tsx",
-      ...(process.env.PROFILE === name ? ["--cpu-prof", "--cpu-prof-dir=/tmp/proxy-prof"] : []),
-    ],
+function spawnRole(name: string, env: Record<string, string>): Promise<{ child: ChildProcess; msg: any }> {
+  const profile = process.env.PROFILE === name ? ["--cpu-prof", "--cpu-prof-dir=/tmp/proxy-prof"] : [];
+  const child = spawn(process.execPath, [...profile, "--input-type=module", "-e", CHILD_CODE[name]!], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
+    env: { ...process.env, ...env },
   });
   return new Promise((resolve, reject) => {
     child.once("message", (msg) => resolve({ child, msg }));
@@ -84,23 +80,33 @@ const pct = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 
 /** Sequential calls on one connection, alternating direct and proxied in blocks of 100 so drift hits both. */
-async function sequential(direct: string, directBody: string, proxied: string[], body: string, n: number) {
+async function sequential(
+  direct: string,
+  directBody: string,
+  proxied: string[],
+  body: string,
+  bare: string,
+  n: number,
+) {
   const d: number[] = [];
   const p: number[] = [];
-  for (let i = 0; i < 200; i++) {
+  const b: number[] = [];
+  for (let i = 0; i < Math.min(200, n / 4); i++) {
     await post(direct, directBody);
     await post(proxied[i % proxied.length]!, body);
+    await post(bare, directBody);
   }
   for (let block = 0; block < n / 100; block++) {
     for (let i = 0; i < 100; i++) d.push(await post(direct, directBody));
     for (let i = 0; i < 100; i++) p.push(await post(proxied[(block * 100 + i) % proxied.length]!, body));
+    for (let i = 0; i < 100; i++) b.push(await post(bare, directBody));
   }
-  d.sort((a, b) => a - b);
-  p.sort((a, b) => a - b);
+  for (const xs of [d, p, b]) xs.sort((x, y) => x - y);
   return {
     direct: { p50: pct(d, 50), p99: pct(d, 99) },
     proxied: { p50: pct(p, 50), p99: pct(p, 99) },
     added: { p50: pct(p, 50) - pct(d, 50), p99: pct(p, 99) - pct(d, 99) },
+    bareAdded: { p50: pct(b, 50) - pct(d, 50), p99: pct(b, 99) - pct(d, 99) },
   };
 }
 
@@ -130,8 +136,8 @@ async function cannon(urls: string[], body: string, connections: number) {
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 async function scenario(name: string, delayMs: number, connections: number, seqCalls: number) {
-  const up = await spawnRole("upstream", String(delayMs));
-  const px = await spawnRole("proxy", `${up.msg.url}/v1`);
+  const up = await spawnRole("upstream", { BENCH_DELAY_MS: String(delayMs) });
+  const px = await spawnRole("proxy", { BENCH_UPSTREAM: `${up.msg.url}/v1` });
   try {
     const direct = `${up.msg.url}/v1/chat/completions`;
     const bare = `${px.msg.bareUrl}/v1/chat/completions`;
@@ -147,7 +153,7 @@ async function scenario(name: string, delayMs: number, connections: number, seqC
       logprobs: true,
     });
     const clientBody = JSON.stringify({ model: "anything", messages: MESSAGES, max_tokens: 64 });
-    const seq = await sequential(direct, directBody, proxied, clientBody, seqCalls);
+    const seq = await sequential(direct, directBody, proxied, clientBody, bare, seqCalls);
     const runs: Record<"direct" | "proxied" | "bare", Awaited<ReturnType<typeof cannon>>[]> = {
       direct: [],
       proxied: [],
@@ -188,7 +194,7 @@ async function scenario(name: string, delayMs: number, connections: number, seqC
         bareRatio: b.reqPerSec / d.reqPerSec,
       },
       proxyCpuMicrosPerCall: proxyCpuUs / proxyCalls,
-      capture: { ...counted, proxiedCalls: proxyCalls + seqCalls + 200 },
+      capture: { ...counted, proxiedCalls: proxyCalls + seqCalls + Math.min(200, seqCalls / 4) },
     };
   } finally {
     px.child.kill();
@@ -197,6 +203,8 @@ async function scenario(name: string, delayMs: number, connections: number, seqC
 }
 
 async function main() {
+  ensureBuilt("core", "mock-llm/index.js");
+  ensureBuilt("proxy", "index.js");
   const started = Date.now();
   const scenarios = [];
   scenarios.push(await scenario("instant upstream (CPU-bound)", 0, 32, 2000));
@@ -223,11 +231,11 @@ async function main() {
     "Capture on: every proxied call is recorded as a span in an InMemoryLightningStore (token ids, logprobs, messages, " +
       "gen_ai attributes; raw bodies off, the default).",
     "",
-    "| scenario | direct p50 / p99 ms | proxied p50 / p99 ms | **added p50** / p99 ms | direct req/s | proxied req/s | **ratio** | bare pass-through ratio | proxy CPU µs/call | spans / proxied calls |",
-    "|---|---|---|---|---|---|---|---|---|---|",
+    "| scenario | direct p50 / p99 ms | proxied p50 / p99 ms | **added p50** / p99 ms | bare pass-through added p50 ms | direct req/s | proxied req/s | **ratio** | bare pass-through ratio | proxy CPU µs/call | spans / proxied calls |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
     ...scenarios.map(
       (s) =>
-        `| ${s.name} | ${f(s.sequential.direct.p50)} / ${f(s.sequential.direct.p99)} | ${f(s.sequential.proxied.p50)} / ${f(s.sequential.proxied.p99)} | **${f(s.sequential.added.p50)}** / ${f(s.sequential.added.p99)} | ${f(s.throughput.direct.reqPerSec, 0)} | ${f(s.throughput.proxied.reqPerSec, 0)} | **${f(s.throughput.ratio * 100, 1)} %** | ${f(s.throughput.bareRatio * 100, 1)} % | ${f(s.proxyCpuMicrosPerCall, 0)} | ${s.capture.spans} / ${s.capture.proxiedCalls} (${s.capture.withIds} with token ids) |`,
+        `| ${s.name} | ${f(s.sequential.direct.p50)} / ${f(s.sequential.direct.p99)} | ${f(s.sequential.proxied.p50)} / ${f(s.sequential.proxied.p99)} | **${f(s.sequential.added.p50)}** / ${f(s.sequential.added.p99)} | ${f(s.sequential.bareAdded.p50)} | ${f(s.throughput.direct.reqPerSec, 0)} | ${f(s.throughput.proxied.reqPerSec, 0)} | **${f(s.throughput.ratio * 100, 1)} %** | ${f(s.throughput.bareRatio * 100, 1)} % | ${f(s.proxyCpuMicrosPerCall, 0)} | ${s.capture.spans} / ${s.capture.proxiedCalls} (${s.capture.withIds} with token ids) |`,
     ),
     "",
     `Latency columns: one keep-alive connection, sequential calls timed with hrtime. Throughput: autocannon, ${ROUNDS} × ${SECONDS} s per side, ` +
@@ -243,85 +251,90 @@ async function main() {
 }
 
 // ---------------------------------------------------------------- child roles
-if (role === "upstream") {
-  const { startMockLLMServer } = await import("@agl/core/mock-llm");
-  const delayMs = Number(process.argv[3] ?? "0");
-  const server = await startMockLLMServer({
-    respond: () => ({ content: REPLY }),
-    ...(delayMs ? { delayMs } : {}),
-  });
-  // the mock keeps every request for tests; a benchmark must not grow memory with it
-  setInterval(() => server.requests.splice(0), 200).unref();
-  process.on("SIGTERM", () => process.exit(0));
-  process.send!({ url: server.url });
-} else if (role === "proxy") {
-  const { InMemoryLightningStore } = await import("@agl/core");
-  const { LLMProxy } = await import("@agl/proxy");
-  const store = new InMemoryLightningStore({ watchdog: false });
-  const ids: Array<[string, string]> = [];
-  for (let i = 0; i < 64; i++) {
-    const r = await store.startRollout({ input: { i } });
-    ids.push([r.rollout_id, r.attempt.attempt_id]);
-  }
-  const upstream = new URL(process.argv[3]!);
-  const proxy = new LLMProxy({
-    store,
-    backends: [{ url: upstream.href }],
-    model: "policy",
-    healthCheckIntervalMs: 0,
-    logger: { warn: () => {}, error: (m) => console.error(m) },
-  });
-  const url = await proxy.start();
-  const bareAgent = new Agent({ keepAlive: true, maxSockets: 1024 });
-  const bare = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const body = Buffer.concat(chunks);
-      const out = request(
-        {
-          hostname: upstream.hostname,
-          port: upstream.port,
-          path: "/v1/chat/completions",
-          method: "POST",
-          agent: bareAgent,
-          headers: { "content-type": "application/json", "content-length": body.length },
-        },
-        (up) => {
-          const parts: Buffer[] = [];
-          up.on("data", (c: Buffer) => parts.push(c));
-          up.on("end", () => {
-            const b = Buffer.concat(parts);
-            res.writeHead(up.statusCode ?? 502, {
-              "content-type": "application/json",
-              "content-length": b.length,
-            });
-            res.end(b);
-          });
-        },
-      );
-      out.end(body);
-    });
-  });
-  await new Promise<void>((r) => bare.listen(0, "127.0.0.1", r));
-  process.on("SIGTERM", () => process.exit(0));
-  process.on("message", async (m: any) => {
-    if (m === "cpu") {
-      const u = process.cpuUsage();
-      process.send!(u.user + u.system);
-    } else if (m === "count") {
-      await proxy.flush();
-      let spans = 0;
-      let withIds = 0;
-      for (const [rid] of ids) {
-        const items = (await store.querySpans(rid)).items;
-        spans += items.length;
-        withIds += items.filter((s) => Array.isArray(s.attributes.response_token_ids)).length;
-      }
-      process.send!({ spans, withIds });
+// The children run the BUILT packages under plain node (as `agl-proxy` would), not under tsx: tsx's
+// loader thread adds ~1 ms of wake-up latency around setImmediate that users never pay.
+const REPLY_JS = JSON.stringify(REPLY);
+const dist = (p: string) => pathToFileURL(join(root, "packages", p)).href;
+const CHILD_CODE: Record<string, string> = {
+  upstream: `
+    const { startMockLLMServer } = await import(${JSON.stringify(dist("core/dist/mock-llm/index.js"))});
+    const delayMs = Number(process.env.BENCH_DELAY_MS);
+    const server = await startMockLLMServer({ respond: () => ({ content: ${REPLY_JS} }), ...(delayMs ? { delayMs } : {}) });
+    // the mock keeps every request for tests; a benchmark must not grow memory with it
+    setInterval(() => server.requests.splice(0), 200).unref();
+    process.on("SIGTERM", () => process.exit(0));
+    process.send({ url: server.url });
+  `,
+  proxy: `
+    const { InMemoryLightningStore } = await import(${JSON.stringify(dist("core/dist/index.js"))});
+    const { LLMProxy } = await import(${JSON.stringify(dist("proxy/dist/index.js"))});
+    const http = await import("node:http");
+    const store = new InMemoryLightningStore({ watchdog: false });
+    const ids = [];
+    for (let i = 0; i < 64; i++) {
+      const r = await store.startRollout({ input: { i } });
+      ids.push([r.rollout_id, r.attempt.attempt_id]);
     }
-  });
-  process.send!({ url, ids, bareUrl: `http://127.0.0.1:${(bare.address() as AddressInfo).port}` });
-} else {
-  await main();
+    const upstream = new URL(process.env.BENCH_UPSTREAM);
+    const proxy = new LLMProxy({ store, backends: [{ url: upstream.href }], model: "policy", healthCheckIntervalMs: 0,
+      logger: { warn: () => {}, error: (m) => console.error(m) } });
+    const url = await proxy.start();
+    // the reference: a pass-through proxy with no features, same process
+    const bareAgent = new http.Agent({ keepAlive: true, maxSockets: 1024 });
+    const bare = http.createServer((req, res) => {
+      const chunks = [];
+      req.on("data", (c) => chunks.push(c));
+      req.on("end", () => {
+        const body = Buffer.concat(chunks);
+        const out = http.request({ hostname: upstream.hostname, port: upstream.port, path: "/v1/chat/completions",
+          method: "POST", agent: bareAgent, headers: { "content-type": "application/json", "content-length": body.length } },
+          (up) => {
+            const parts = [];
+            up.on("data", (c) => parts.push(c));
+            up.on("end", () => {
+              const b = Buffer.concat(parts);
+              res.writeHead(up.statusCode ?? 502, { "content-type": "application/json", "content-length": b.length });
+              res.end(b);
+            });
+          });
+        out.end(body);
+      });
+    });
+    await new Promise((r) => bare.listen(0, "127.0.0.1", r));
+    process.on("SIGTERM", () => process.exit(0));
+    process.on("message", async (m) => {
+      if (m === "cpu") {
+        const u = process.cpuUsage();
+        process.send(u.user + u.system);
+      } else if (m === "count") {
+        await proxy.flush();
+        let spans = 0;
+        let withIds = 0;
+        for (const [rid] of ids) {
+          const items = (await store.querySpans(rid)).items;
+          spans += items.length;
+          withIds += items.filter((s) => Array.isArray(s.attributes.response_token_ids)).length;
+        }
+        process.send({ spans, withIds });
+      }
+    });
+    process.send({ url, ids, bareUrl: "http://127.0.0.1:" + bare.address().port });
+  `,
+};
+
+/** Build a package when its dist is missing or older than its sources (CI runs `pnpm build` first). */
+function ensureBuilt(pkg: string, entry: string) {
+  const dir = join(root, "packages", pkg);
+  const newest = (d: string): number =>
+    Math.max(
+      ...readdirSync(d, { withFileTypes: true }).map((e): number =>
+        e.isDirectory() ? newest(join(d, e.name)) : statSync(join(d, e.name)).mtimeMs,
+      ),
+    );
+  const out = join(dir, "dist", entry);
+  if (existsSync(out) && statSync(out).mtimeMs >= newest(join(dir, "src"))) return;
+  console.log(`building @agl/${pkg} for the benchmark...`);
+  execFileSync("pnpm", ["run", "build"], { cwd: dir, stdio: "inherit" });
 }
+
+await main();

@@ -8,9 +8,9 @@ pnpm lint
 pnpm typecheck
 
 if [ -z "${AGL_TEST_PG_URL:-}" ]; then
-  if pg_url=$(bash test/support/start-postgres.sh); then
-    export AGL_TEST_PG_URL="$pg_url"
-    trap 'bash test/support/start-postgres.sh --stop >/dev/null 2>&1 || true' EXIT
+  if pg_env=$(bash test/support/start-postgres.sh --env); then
+    eval "$pg_env"
+    trap 'bash test/support/start-postgres.sh --stop "$AGL_TEST_PG_DIR" >/dev/null 2>&1 || true' EXIT
   else
     echo "warning: could not start PostgreSQL; the PostgreSQL tests will try to start their own" >&2
   fi

@@ -17,14 +17,12 @@ import {
   type LightningStore,
   type NamedResources,
   NamedResourcesSchema,
-  newRolloutId,
   nowSeconds,
   type PaginatedResult,
   parseOrThrow,
   type ResourcesQuery,
   type ResourcesUpdate,
   type Rollout,
-  RolloutConfigSchema,
   type RolloutPatch,
   RolloutPatchSchema,
   type RolloutQuery,
@@ -39,7 +37,6 @@ import {
   spanFromReadable,
   type Worker,
   type WorkerQuery,
-  watchdogVerdict,
 } from "@agl/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import pg from "pg";
@@ -67,20 +64,21 @@ import { Watchdog } from "../shared/watchdog.js";
 import { migratePostgres } from "./migrations.js";
 import {
   allocateSequences,
-  insertSpans,
   key,
   loadAttempts,
-  loadRolloutsWhere,
   lockRollout,
-  lockRollouts,
   type PersistItem,
-  type PgLoaded,
-  type PgRolloutRow,
   persistMutations,
   type Queryable,
-  ROLLOUT_WITH_LATEST,
-  rolloutFromPg,
 } from "./pg-db.js";
+import {
+  claimRollouts,
+  expireDue,
+  ingestSpans,
+  insertRollouts,
+  latestResourcesId,
+  newRollout,
+} from "./pg-ops.js";
 import { PgQueries } from "./pg-queries.js";
 import { withTransaction } from "./transaction.js";
 
@@ -96,8 +94,6 @@ export const PostgresStoreOptionsSchema = DurableStoreOptionsSchema.extend({
   listen: z.boolean().optional(),
 }).strict();
 export type PostgresStoreOptions = DurableStoreOptions & z.input<typeof PostgresStoreOptionsSchema>;
-
-type EnqueueParsed = z.output<typeof EnqueueRolloutRequestSchema>;
 
 export class PostgresLightningStore implements LightningStore {
   readonly capabilities: StoreCapabilities = {
@@ -223,21 +219,10 @@ export class PostgresLightningStore implements LightningStore {
     await withTransaction(this.pool, async (c) => {
       terminal.length = 0;
       applied = 0;
-      const due = await loadRolloutsWhere(
-        c,
-        `${ROLLOUT_WITH_LATEST} WHERE r.deadline < $1 ORDER BY r.deadline LIMIT 500 FOR UPDATE OF r SKIP LOCKED`,
-        [now],
-      );
-      const items: PersistItem[] = due.map((loaded) => {
-        const m = new RolloutMutation(loaded.rollout, loaded.latest, loaded.row.attempt_count, now);
-        const verdict = loaded.latest ? watchdogVerdict(loaded.rollout, loaded.latest, now) : null;
-        if (verdict && loaded.latest) {
-          m.setAttemptStatus(loaded.latest, verdict);
-          applied++;
-        }
-        if (m.terminal) terminal.push(loaded.rollout.rollout_id);
-        return { m, prev: loaded.row };
-      });
+      const pass = await expireDue(c, now);
+      applied = pass.applied;
+      terminal.push(...pass.terminal);
+      const items = pass.items;
       if (items.length > 0) await persistMutations(c, items, { notifyChannel: this.channel });
     });
     this.verdicts += applied;
@@ -246,59 +231,6 @@ export class PostgresLightningStore implements LightningStore {
       "SELECT MIN(deadline) AS earliest FROM rollouts WHERE deadline IS NOT NULL",
     );
     return rows[0]?.earliest ?? null;
-  }
-
-  private newRollout(
-    req: EnqueueParsed,
-    status: Rollout["status"],
-    now: number,
-    latestResources: string | null,
-  ): Rollout {
-    return {
-      rollout_id: newRolloutId(),
-      input: req.input,
-      start_time: now,
-      end_time: null,
-      mode: req.mode ?? null,
-      resources_id: req.resources_id ?? latestResources,
-      status,
-      config: req.config ?? RolloutConfigSchema.parse({}),
-      metadata: req.metadata ?? {},
-    };
-  }
-
-  /** Insert rollouts in one statement; `queueSeqs[i]` null = not queued. */
-  private async insertRollouts(
-    c: Queryable,
-    rollouts: readonly Rollout[],
-    queueSeqs: ReadonlyArray<string | null>,
-  ): Promise<void> {
-    await c.query(
-      `INSERT INTO rollouts (rollout_id, input, start_time, end_time, mode, resources_id, status, config, metadata, queue_seq)
-       SELECT rid, input::jsonb, st, et, mode, res, status, config::jsonb, md::jsonb, qs
-       FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[])
-         WITH ORDINALITY AS t(rid, input, st, et, mode, res, status, config, md, qs, ord)
-       ORDER BY ord`,
-      [
-        rollouts.map((r) => r.rollout_id),
-        rollouts.map((r) => toJson(r.input, "input")),
-        rollouts.map((r) => r.start_time),
-        rollouts.map((r) => r.end_time),
-        rollouts.map((r) => r.mode),
-        rollouts.map((r) => r.resources_id),
-        rollouts.map((r) => r.status),
-        rollouts.map((r) => toJsonRequired(r.config, "config")),
-        rollouts.map((r) => toJsonRequired(r.metadata, "metadata")),
-        queueSeqs,
-      ],
-    );
-  }
-
-  private async latestResourcesId(c: Queryable): Promise<string | null> {
-    const { rows } = await c.query<{ resources_id: string }>(
-      "SELECT resources_id FROM resources ORDER BY touch_seq DESC LIMIT 1",
-    );
-    return rows[0]?.resources_id ?? null;
   }
 
   async statistics(): Promise<StoreStatistics> {
@@ -333,8 +265,8 @@ export class PostgresLightningStore implements LightningStore {
     const req = parseOrThrow(StartRolloutSchema, request, "request");
     return this.write(async (c, effects) => {
       const now = nowSeconds();
-      const rollout = this.newRollout(req, "preparing", now, await this.latestResourcesId(c));
-      await this.insertRollouts(c, [rollout], [null]);
+      const rollout = newRollout(req, "preparing", now, await latestResourcesId(c));
+      await insertRollouts(c, [rollout], [null]);
       const m = new RolloutMutation(rollout, null, 0, now);
       const attempt = m.newAttempt(req.worker_id ?? null);
       await this.persist(c, effects, [{ m, prev: null }]);
@@ -362,8 +294,8 @@ export class PostgresLightningStore implements LightningStore {
       .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
       .map(String);
     const now = nowSeconds();
-    const rollouts = reqs.map((req) => this.newRollout(req, "queuing", now, latest));
-    await this.insertRollouts(this.pool, rollouts, ordered);
+    const rollouts = reqs.map((req) => newRollout(req, "queuing", now, latest));
+    await insertRollouts(this.pool, rollouts, ordered);
     return rollouts;
   }
 
@@ -383,32 +315,7 @@ export class PostgresLightningStore implements LightningStore {
     }
     return this.write(async (c, effects) => {
       const now = nowSeconds();
-      const out: AttemptedRollout[] = [];
-      const items: PersistItem[] = [];
-      const stale: string[] = [];
-      while (out.length < limit) {
-        // Rows another process is claiming are skipped, never waited for: no double claims, no convoy.
-        const { rows } = await c.query<PgRolloutRow>(
-          `SELECT r.*, (r.input IS NULL) AS input_absent FROM rollouts r
-           WHERE r.queue_seq IS NOT NULL AND NOT (r.rollout_id = ANY($2::text[]))
-           ORDER BY r.queue_seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
-          [limit - out.length, [...stale, ...items.map((i) => i.m.rollout.rollout_id)]],
-        );
-        if (rows.length === 0) break;
-        for (const row of rows) {
-          if (row.status !== "queuing" && row.status !== "requeuing") {
-            stale.push(row.rollout_id);
-            continue;
-          }
-          const rollout = rolloutFromPg(row);
-          const m = new RolloutMutation(rollout, null, row.attempt_count, now);
-          const attempt = m.newAttempt(workerId ?? null);
-          const event = m.workerEvents[m.workerEvents.length - 1];
-          if (workerId && event) event.dequeued = true;
-          items.push({ m, prev: row, pop: true });
-          out.push({ ...rollout, attempt });
-        }
-      }
+      const { claimed: out, items, stale } = await claimRollouts(c, limit, workerId ?? null, now);
       if (items.length > 0 || stale.length > 0) await this.persist(c, effects, items, stale);
       if (out.length === 0 && workerId) {
         await persistMutations(c, [], {
@@ -598,42 +505,9 @@ export class PostgresLightningStore implements LightningStore {
     return this.write((c, effects) => this.storeSpans(c, effects, parsed));
   }
 
-  /** Lock the rollouts, check every target (a bad span stores nothing), insert, record one activity per attempt. */
+  /** Store spans and persist the activity they record. */
   private async storeSpans(c: Queryable, effects: Effects, spans: Span[]): Promise<Span[]> {
-    const loaded = await lockRollouts(
-      c,
-      spans.map((s) => s.rollout_id),
-    );
-    const targets = new Map<string, { loaded: PgLoaded; aid: string }>();
-    for (const s of spans)
-      targets.set(key(s.rollout_id, s.attempt_id), { loaded: loaded.get(s.rollout_id)!, aid: s.attempt_id });
-    const attempts = await loadAttempts(c, [...targets.values()]);
-    // Keep the first of spans repeated within the batch, as sequential adds would.
-    const seen = new Set<string>();
-    const unique = spans.filter((s) => {
-      const k = `${key(s.rollout_id, s.attempt_id)}\u0000${s.span_id}`;
-      if (seen.has(k)) return false;
-      seen.add(k);
-      return true;
-    });
-    const storedKeys = await insertSpans(c, unique);
-    const stored = unique.filter((s) =>
-      storedKeys.has(`${key(s.rollout_id, s.attempt_id)}\u0000${s.span_id}`),
-    );
-    const active = new Map<string, Set<string>>();
-    for (const s of stored) {
-      let set = active.get(s.rollout_id);
-      if (!set) active.set(s.rollout_id, (set = new Set()));
-      set.add(s.attempt_id);
-    }
-    const now = nowSeconds();
-    const items: PersistItem[] = [];
-    for (const [rid, aids] of active) {
-      const l = loaded.get(rid)!;
-      const m = new RolloutMutation(l.rollout, l.latest, l.row.attempt_count, now);
-      for (const aid of aids) m.recordActivity(attempts.get(key(rid, aid))!, now);
-      items.push({ m, prev: l.row });
-    }
+    const { stored, items } = await ingestSpans(c, spans, nowSeconds());
     if (items.length > 0) await this.persist(c, effects, items);
     return stored;
   }

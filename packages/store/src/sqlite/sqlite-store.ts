@@ -17,14 +17,12 @@ import {
   type LightningStore,
   type NamedResources,
   NamedResourcesSchema,
-  newRolloutId,
   nowSeconds,
   type PaginatedResult,
   parseOrThrow,
   type ResourcesQuery,
   type ResourcesUpdate,
   type Rollout,
-  RolloutConfigSchema,
   type RolloutPatch,
   RolloutPatchSchema,
   type RolloutQuery,
@@ -39,7 +37,6 @@ import {
   spanFromReadable,
   type Worker,
   type WorkerQuery,
-  watchdogVerdict,
 } from "@agl/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import Database from "better-sqlite3";
@@ -63,8 +60,9 @@ import {
 import { acquireHub, type CompletionHub, releaseHub, waitForTerminal } from "../shared/waiters.js";
 import { Watchdog } from "../shared/watchdog.js";
 import { migrateSqlite } from "./migrations.js";
-import { type RolloutRow, rolloutFromRow } from "./rows.js";
+import type { RolloutRow } from "./rows.js";
 import { SqliteDb } from "./sqlite-db.js";
+import { claimRollouts, expireDue, ingestSpans, newRollout } from "./sqlite-ops.js";
 import { SqliteQueries } from "./sqlite-queries.js";
 
 export const SqliteStoreOptionsSchema = DurableStoreOptionsSchema.extend({
@@ -72,8 +70,6 @@ export const SqliteStoreOptionsSchema = DurableStoreOptionsSchema.extend({
   busyTimeoutMs: z.number().int().nonnegative().optional(),
 }).strict();
 export type SqliteStoreOptions = DurableStoreOptions & z.input<typeof SqliteStoreOptionsSchema>;
-
-type EnqueueParsed = z.output<typeof EnqueueRolloutRequestSchema>;
 
 export class SqliteLightningStore implements LightningStore {
   readonly capabilities: StoreCapabilities = {
@@ -149,44 +145,13 @@ export class SqliteLightningStore implements LightningStore {
 
   /** One watchdog pass: re-read due rollouts inside the write lock and apply each verdict once. */
   private expire(now: number): number | null {
-    const terminal: string[] = [];
-    const earliest = this.db
-      .transaction(() => {
-        for (const row of this.data.stmt.dueRollouts.all(now, 1000)) {
-          const loaded = this.data.load(row.rollout_id);
-          const m = new RolloutMutation(loaded.rollout, loaded.latest, row.attempt_count, now);
-          const verdict = loaded.latest ? watchdogVerdict(loaded.rollout, loaded.latest, now) : null;
-          if (verdict && loaded.latest) {
-            m.setAttemptStatus(loaded.latest, verdict);
-            this.verdicts++;
-          }
-          this.data.persist(m, row);
-          if (m.terminal) terminal.push(row.rollout_id);
-        }
-        return this.data.stmt.earliestDeadline.get()?.earliest ?? null;
-      })
+    const effects: Effects = { terminal: [], deadlines: [] };
+    const pass = this.db
+      .transaction(() => expireDue(this.data, now, (m, prev) => this.persist(m, effects, prev)))
       .immediate();
-    if (terminal.length > 0) this.hub.notify(terminal);
-    return earliest;
-  }
-
-  private newRollout(
-    req: EnqueueParsed,
-    status: Rollout["status"],
-    now: number,
-    latestResources: string | null,
-  ): Rollout {
-    return {
-      rollout_id: newRolloutId(),
-      input: req.input,
-      start_time: now,
-      end_time: null,
-      mode: req.mode ?? null,
-      resources_id: req.resources_id ?? latestResources,
-      status,
-      config: req.config ?? RolloutConfigSchema.parse({}),
-      metadata: req.metadata ?? {},
-    };
+    this.verdicts += pass.applied;
+    if (effects.terminal.length > 0) this.hub.notify(effects.terminal);
+    return pass.earliest;
   }
 
   async statistics(): Promise<StoreStatistics> {
@@ -214,7 +179,7 @@ export class SqliteLightningStore implements LightningStore {
     const req = parseOrThrow(StartRolloutSchema, request, "request");
     return this.write((db, effects) => {
       const now = nowSeconds();
-      const rollout = this.newRollout(req, "preparing", now, db.latestResourcesId());
+      const rollout = newRollout(req, "preparing", now, db.latestResourcesId());
       db.insertRollout(rollout, null);
       const m = new RolloutMutation(rollout, null, 0, now);
       const attempt = m.newAttempt(req.worker_id ?? null);
@@ -234,7 +199,7 @@ export class SqliteLightningStore implements LightningStore {
       const latest = db.latestResourcesId();
       let seq = db.stmt.nextQueueSeq.get()!.next;
       return reqs.map((req) => {
-        const rollout = this.newRollout(req, "queuing", now, latest);
+        const rollout = newRollout(req, "queuing", now, latest);
         db.insertRollout(rollout, seq++);
         return rollout;
       });
@@ -257,28 +222,9 @@ export class SqliteLightningStore implements LightningStore {
     }
     return this.write((db, effects) => {
       const now = nowSeconds();
-      const out: AttemptedRollout[] = [];
-      while (out.length < limit) {
-        const rows = db.stmt.queueHead.all(limit - out.length);
-        if (rows.length === 0) break;
-        for (const row of rows) {
-          if (row.status !== "queuing" && row.status !== "requeuing") {
-            db.stmt.popStale.run(row.rollout_id);
-            continue;
-          }
-          // The previous attempts do not matter to a claim: it only appends a new latest one.
-          const rollout = rolloutFromRow(row);
-          const m = new RolloutMutation(rollout, null, row.attempt_count, now);
-          const attempt = m.newAttempt(workerId ?? null);
-          const event = m.workerEvents[m.workerEvents.length - 1];
-          if (workerId && event) event.dequeued = true;
-          this.persist(m, effects, row, true);
-          out.push({ ...rollout, attempt });
-        }
-      }
-      if (out.length === 0 && workerId) {
-        db.applyWorkerEvents([{ workerId, status: "idle", current: null, dequeued: true }], now);
-      }
+      const out = claimRollouts(db, limit, workerId ?? null, now, (m, prev, pop) =>
+        this.persist(m, effects, prev, pop),
+      );
       return out;
     });
   }
@@ -454,42 +400,8 @@ export class SqliteLightningStore implements LightningStore {
   }
 
   /** Check every target first (a bad span stores nothing), insert, then record one activity per attempt. */
-  private storeSpans(
-    db: SqliteDb,
-    effects: { terminal: string[]; deadlines: Array<number | null> },
-    spans: Span[],
-  ): Span[] {
-    const rollouts = new Map<
-      string,
-      { loaded: ReturnType<SqliteDb["load"]>; attempts: Map<string, Attempt> }
-    >();
-    for (const s of spans) {
-      let entry = rollouts.get(s.rollout_id);
-      if (!entry)
-        rollouts.set(s.rollout_id, (entry = { loaded: db.load(s.rollout_id), attempts: new Map() }));
-      if (!entry.attempts.has(s.attempt_id))
-        entry.attempts.set(s.attempt_id, db.attempt(entry.loaded, s.attempt_id));
-    }
-    const stored: Span[] = [];
-    const active = new Map<string, Set<string>>();
-    const maxSeq = new Map<string, number>();
-    for (const s of spans) {
-      if (!db.insertSpan(s)) continue;
-      stored.push(s);
-      maxSeq.set(s.rollout_id, Math.max(maxSeq.get(s.rollout_id) ?? 0, s.sequence_id));
-      let set = active.get(s.rollout_id);
-      if (!set) active.set(s.rollout_id, (set = new Set()));
-      set.add(s.attempt_id);
-    }
-    for (const [rid, seq] of maxSeq) db.bumpSequence(rid, seq);
-    const now = nowSeconds();
-    for (const [rid, aids] of active) {
-      const { loaded, attempts } = rollouts.get(rid)!;
-      const m = new RolloutMutation(loaded.rollout, loaded.latest, loaded.row.attempt_count, now);
-      for (const aid of aids) m.recordActivity(attempts.get(aid)!, now);
-      this.persist(m, effects, loaded.row);
-    }
-    return stored;
+  private storeSpans(db: SqliteDb, effects: Effects, spans: Span[]): Span[] {
+    return ingestSpans(db, spans, nowSeconds(), (m, prev) => this.persist(m, effects, prev));
   }
 
   async addOtelSpan(

@@ -22,12 +22,16 @@ export class BatchCache {
     return this.layers;
   }
 
-  /** Add a prefilled row (`[1,H,P,dh]` per layer; ownership moves here), padding the narrower side on the left. */
-  addRow(fresh: LayerKV[], P: number): void {
+  /**
+   * Add prefilled rows (`[n,H,P,dh]` per layer; ownership moves here), padding the narrower side on the
+   * left so every row stays right-aligned.
+   */
+  addRows(fresh: LayerKV[], P: number): void {
+    const n = fresh[0]?.k.shape[0] ?? 0;
     if (!this.layers) {
       this.layers = fresh;
       this.width = P;
-      this.startCol = [0];
+      this.startCol = new Array<number>(n).fill(0);
       return;
     }
     const L = this.width;
@@ -51,7 +55,7 @@ export class BatchCache {
       tf.dispose([old.k, old.v, row.k, row.v]);
       return merged;
     });
-    this.startCol = [...this.startCol.map((s) => s + grow), padNew];
+    this.startCol = [...this.startCol.map((s) => s + grow), ...new Array<number>(n).fill(padNew)];
     this.width = L + grow;
   }
 

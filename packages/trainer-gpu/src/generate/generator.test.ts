@@ -40,6 +40,19 @@ describe("Generator (dynamic batching)", () => {
       for (const [j, t] of r.tokens.entries()) expect(t.logprob).toBeCloseTo(alone[i]!.tokens[j]!.logprob, 4);
       expect(r.finishReason).toBe("length");
     });
+    // Equal-length prompts arriving together are prefilled in one pass: still the same results.
+    const twins = [0, 1, 2].map((i) => ({
+      promptIds: ids[3]!,
+      seed: 500 + i,
+      maxTokens: 6,
+      ignoreEos: true,
+    }));
+    const twinsAlone: GenerateResult[] = [];
+    for (const t of twins) twinsAlone.push(await gen.generate(t));
+    const twinsTogether = await gen.generateMany(twins);
+    twinsTogether.forEach((r, i) => {
+      expect(r.tokenIds).toEqual(twinsAlone[i]!.tokenIds);
+    });
     // Batched: far fewer decode steps than running them one after another.
     expect(stepsTogether).toBeLessThan(stepsAlone * 0.7);
     expect(gen.activeCount).toBe(0);
@@ -95,7 +108,9 @@ describe("Generator (dynamic batching)", () => {
     const greedy2 = await gen.generate({ promptIds, temperature: 0, maxTokens: 5, ignoreEos: true, seed: 9 });
     expect(greedy.tokenIds).toEqual(greedy2.tokenIds);
     await expect(gen.generate({ promptIds: new Array(40).fill(5) })).rejects.toThrow(/context/);
-    await expect(gen.generate({ promptIds: [1, tokenizer.vocabSize] })).rejects.toThrow(/promptIds must be integers/);
+    await expect(gen.generate({ promptIds: [1, tokenizer.vocabSize] })).rejects.toThrow(
+      /promptIds must be integers/,
+    );
     model.dispose();
   });
 

@@ -254,26 +254,51 @@ export class Generator {
     for (const w of waiters) w();
   }
 
+  /**
+   * Admit queued sequences up to the batch limit (a group is admitted whole). Prompts of equal length are
+   * prefilled together in one forward pass (rows are independent, so results equal a lone prefill).
+   */
   private admit(): void {
+    const admitted: Seq[] = [];
     let lastGroup = -1;
     while (this.queue.length > 0) {
       const sameGroup = (this.queue[0] as Seq).group === lastGroup;
-      if (!sameGroup && (this.paused || this.active.length >= this.maxBatchSize)) break;
+      const full = this.active.length + admitted.length >= this.maxBatchSize;
+      if (!sameGroup && (this.paused || full)) break;
       const seq = this.queue.shift() as Seq;
       lastGroup = seq.group;
-      if (seq.finish) {
-        this.complete(seq);
-        continue;
-      }
-      const { logits, cache } = this.model.prefill(seq.req.promptIds);
-      this.accept(seq, logits);
-      if (seq.finish) {
+      if (seq.finish) this.complete(seq);
+      else admitted.push(seq);
+    }
+    const byLength = new Map<number, Seq[]>();
+    for (const seq of admitted) {
+      const P = seq.req.promptIds.length;
+      byLength.set(P, [...(byLength.get(P) ?? []), seq]);
+    }
+    const V = this.model.config.vocabSize;
+    for (const [P, seqs] of byLength) {
+      const { logits, cache } = this.model.prefillMany(seqs.map((s) => s.req.promptIds));
+      seqs.forEach((seq, i) => {
+        this.accept(seq, logits.subarray(i * V, (i + 1) * V));
+      });
+      const keep = seqs.flatMap((s, i) => (s.finish ? [] : [i]));
+      for (const s of seqs) if (s.finish) this.complete(s);
+      if (keep.length === 0) {
         for (const c of cache) tf.dispose([c.k, c.v]);
-        this.complete(seq);
         continue;
       }
-      this.cache.addRow(cache, seq.req.promptIds.length);
-      this.active.push(seq);
+      let rows = cache;
+      if (keep.length < seqs.length) {
+        const idx = tf.tensor1d(keep, "int32");
+        rows = cache.map((c) => ({
+          k: tf.gather(c.k, idx, 0) as tf.Tensor4D,
+          v: tf.gather(c.v, idx, 0) as tf.Tensor4D,
+        }));
+        idx.dispose();
+        for (const c of cache) tf.dispose([c.k, c.v]);
+      }
+      this.cache.addRows(rows, P);
+      for (const i of keep) this.active.push(seqs[i] as Seq);
     }
   }
 

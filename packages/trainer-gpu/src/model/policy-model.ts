@@ -332,18 +332,36 @@ export class PolicyModel {
    * and the per-layer cache (`[1,H,P,dh]` keys and values), which the caller owns and must dispose.
    */
   prefill(ids: readonly number[]): { logits: Float32Array; cache: LayerKV[] } {
-    this.checkLength(ids.length);
-    const T = ids.length;
+    return this.prefillMany([ids]);
+  }
+
+  /**
+   * Prefill `n` prompts of the SAME length together (rows are computed independently, exactly as alone):
+   * logits after each prompt's last token (`[n*V]`, row-major) and the cache `[n,H,P,dh]` per layer.
+   */
+  prefillMany(prompts: ReadonlyArray<readonly number[]>): { logits: Float32Array; cache: LayerKV[] } {
+    const n = prompts.length;
+    const T = prompts[0]?.length ?? 0;
+    if (n === 0 || T === 0) throw new Error("prefill needs at least one non-empty prompt");
+    if (prompts.some((p) => p.length !== T)) throw new Error("prefillMany needs prompts of equal length");
+    this.checkLength(T);
+    const flat = new Int32Array(n * T);
+    prompts.forEach((p, i) => {
+      flat.set(p, i * T);
+    });
     const result = tf.tidy(() => {
-      const x = this.embed(Int32Array.from(ids), 1, T);
-      const { h, kv } = this.blocks(x, 1, T, this.causalMask(T));
-      const last = tf.slice(h, [T - 1, 0], [1, this.config.dModel]);
+      const x = this.embed(flat, n, T);
+      const { h, kv } = this.blocks(x, n, T, this.causalMask(T));
+      const last = tf.reshape(
+        tf.slice(tf.reshape(h, [n, T, this.config.dModel]), [0, T - 1, 0], [n, 1, this.config.dModel]),
+        [n, this.config.dModel],
+      );
       const logits = mm(last, this.variable("head"));
       return { logits, kv: kv.map((e) => ({ k: e.k, v: e.v })) };
     });
-    const logits = result.logits.dataSync() as Float32Array;
+    const logits = Float32Array.from(result.logits.dataSync() as Float32Array);
     result.logits.dispose();
-    return { logits: Float32Array.from(logits), cache: result.kv };
+    return { logits, cache: result.kv };
   }
 
   /**

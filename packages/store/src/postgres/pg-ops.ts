@@ -1,0 +1,197 @@
+/**
+ * The multi-row operations of the PostgreSQL store, each run inside the caller's transaction and
+ * returning the mutations to persist: claiming queued rollouts, ingesting spans, and one watchdog pass.
+ * Status logic comes from @agl/core's state machine through RolloutMutation.
+ */
+import {
+  type AttemptedRollout,
+  type EnqueueRolloutRequestSchema,
+  newRolloutId,
+  type Rollout,
+  RolloutConfigSchema,
+  type Span,
+  watchdogVerdict,
+} from "@agl/core";
+import type { z } from "zod";
+import { RolloutMutation } from "../shared/rollout-mutation.js";
+import { toJson, toJsonRequired } from "../shared/schemas.js";
+import {
+  insertSpans,
+  key,
+  loadAttempts,
+  loadRolloutsWhere,
+  lockRollouts,
+  type PersistItem,
+  type PgLoaded,
+  type PgRolloutRow,
+  type Queryable,
+  ROLLOUT_WITH_LATEST,
+  rolloutFromPg,
+} from "./pg-db.js";
+
+/** A new rollout record (the latest resources id when none is given). */
+export function newRollout(
+  req: z.output<typeof EnqueueRolloutRequestSchema>,
+  status: Rollout["status"],
+  now: number,
+  latestResources: string | null,
+): Rollout {
+  return {
+    rollout_id: newRolloutId(),
+    input: req.input,
+    start_time: now,
+    end_time: null,
+    mode: req.mode ?? null,
+    resources_id: req.resources_id ?? latestResources,
+    status,
+    config: req.config ?? RolloutConfigSchema.parse({}),
+    metadata: req.metadata ?? {},
+  };
+}
+
+/** Insert rollouts in one statement, in order; `queueSeqs[i]` null = not queued. */
+export async function insertRollouts(
+  c: Queryable,
+  rollouts: readonly Rollout[],
+  queueSeqs: ReadonlyArray<string | null>,
+): Promise<void> {
+  await c.query(
+    `INSERT INTO rollouts (rollout_id, input, start_time, end_time, mode, resources_id, status, config, metadata, queue_seq)
+     SELECT rid, input::jsonb, st, et, mode, res, status, config::jsonb, md::jsonb, qs
+     FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[])
+       WITH ORDINALITY AS t(rid, input, st, et, mode, res, status, config, md, qs, ord)
+     ORDER BY ord`,
+    [
+      rollouts.map((r) => r.rollout_id),
+      rollouts.map((r) => toJson(r.input, "input")),
+      rollouts.map((r) => r.start_time),
+      rollouts.map((r) => r.end_time),
+      rollouts.map((r) => r.mode),
+      rollouts.map((r) => r.resources_id),
+      rollouts.map((r) => r.status),
+      rollouts.map((r) => toJsonRequired(r.config, "config")),
+      rollouts.map((r) => toJsonRequired(r.metadata, "metadata")),
+      queueSeqs,
+    ],
+  );
+}
+
+export async function latestResourcesId(c: Queryable): Promise<string | null> {
+  const { rows } = await c.query<{ resources_id: string }>(
+    "SELECT resources_id FROM resources ORDER BY touch_seq DESC LIMIT 1",
+  );
+  return rows[0]?.resources_id ?? null;
+}
+
+/**
+ * Claim up to `limit` queued rollouts in FIFO order. Rows another process is claiming are skipped,
+ * never waited for (`SKIP LOCKED`): no double claims and no convoy. Stale entries (no longer
+ * queuing-like) are popped and skipped, as in memory.
+ */
+export async function claimRollouts(
+  c: Queryable,
+  limit: number,
+  workerId: string | null,
+  now: number,
+): Promise<{ claimed: AttemptedRollout[]; items: PersistItem[]; stale: string[] }> {
+  const claimed: AttemptedRollout[] = [];
+  const items: PersistItem[] = [];
+  const stale: string[] = [];
+  while (claimed.length < limit) {
+    const { rows } = await c.query<PgRolloutRow>(
+      `SELECT r.*, (r.input IS NULL) AS input_absent FROM rollouts r
+       WHERE r.queue_seq IS NOT NULL AND NOT (r.rollout_id = ANY($2::text[]))
+       ORDER BY r.queue_seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
+      [limit - claimed.length, [...stale, ...items.map((i) => i.m.rollout.rollout_id)]],
+    );
+    if (rows.length === 0) break;
+    for (const row of rows) {
+      if (row.status !== "queuing" && row.status !== "requeuing") {
+        stale.push(row.rollout_id);
+        continue;
+      }
+      // The previous attempts do not matter to a claim: it only appends a new latest one.
+      const rollout = rolloutFromPg(row);
+      const m = new RolloutMutation(rollout, null, row.attempt_count, now);
+      const attempt = m.newAttempt(workerId);
+      const event = m.workerEvents[m.workerEvents.length - 1];
+      if (workerId && event) event.dequeued = true;
+      items.push({ m, prev: row, pop: true });
+      claimed.push({ ...rollout, attempt });
+    }
+  }
+  return { claimed, items, stale };
+}
+
+/**
+ * Lock the spans' rollouts (id order), check every target (a bad span stores nothing), insert, and
+ * record one activity per attempt that got a span.
+ */
+export async function ingestSpans(
+  c: Queryable,
+  spans: readonly Span[],
+  now: number,
+): Promise<{ stored: Span[]; items: PersistItem[] }> {
+  const loaded = await lockRollouts(
+    c,
+    spans.map((s) => s.rollout_id),
+  );
+  const targets = new Map<string, { loaded: PgLoaded; aid: string }>();
+  for (const s of spans) {
+    targets.set(key(s.rollout_id, s.attempt_id), { loaded: loaded.get(s.rollout_id)!, aid: s.attempt_id });
+  }
+  const attempts = await loadAttempts(c, [...targets.values()]);
+  const spanKey = (s: Span) => `${key(s.rollout_id, s.attempt_id)}\u0000${s.span_id}`;
+  // Keep the first of spans repeated within the batch, as sequential adds would.
+  const seen = new Set<string>();
+  const unique = spans.filter((s) => {
+    const k = spanKey(s);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+  const storedKeys = await insertSpans(c, unique);
+  const stored = unique.filter((s) => storedKeys.has(spanKey(s)));
+  const active = new Map<string, Set<string>>();
+  for (const s of stored) {
+    let set = active.get(s.rollout_id);
+    if (!set) active.set(s.rollout_id, (set = new Set()));
+    set.add(s.attempt_id);
+  }
+  const items: PersistItem[] = [];
+  for (const [rid, aids] of active) {
+    const l = loaded.get(rid)!;
+    const m = new RolloutMutation(l.rollout, l.latest, l.row.attempt_count, now);
+    for (const aid of aids) m.recordActivity(attempts.get(key(rid, aid))!, now);
+    items.push({ m, prev: l.row });
+  }
+  return { stored, items };
+}
+
+/**
+ * One watchdog pass: lock due rollouts, skipping rows another instance holds, and apply the verdict
+ * computed from the locked row, so each attempt is judged exactly once whichever instance runs it.
+ */
+export async function expireDue(
+  c: Queryable,
+  now: number,
+): Promise<{ items: PersistItem[]; applied: number; terminal: string[] }> {
+  const due = await loadRolloutsWhere(
+    c,
+    `${ROLLOUT_WITH_LATEST} WHERE r.deadline < $1 ORDER BY r.deadline LIMIT 500 FOR UPDATE OF r SKIP LOCKED`,
+    [now],
+  );
+  let applied = 0;
+  const terminal: string[] = [];
+  const items = due.map((loaded): PersistItem => {
+    const m = new RolloutMutation(loaded.rollout, loaded.latest, loaded.row.attempt_count, now);
+    const verdict = loaded.latest ? watchdogVerdict(loaded.rollout, loaded.latest, now) : null;
+    if (verdict && loaded.latest) {
+      m.setAttemptStatus(loaded.latest, verdict);
+      applied++;
+    }
+    if (m.terminal) terminal.push(loaded.rollout.rollout_id);
+    return { m, prev: loaded.row };
+  });
+  return { items, applied, terminal };
+}
