@@ -1,7 +1,7 @@
 import { defineConfig } from "tsup";
 
 export default defineConfig({
-  entry: ["src/index.ts","src/testing/index.ts", "src/mock-llm/index.ts"],
+  entry: ["src/index.ts", "src/testing/index.ts", "src/mock-llm/index.ts"],
   format: ["esm"],
   dts: true,
   sourcemap: true,

@@ -9,7 +9,7 @@ function marker(name: string): symbol {
 }
 
 export class AglError extends Error {
-  private readonly [AGL_MARKER] = true;
+  protected readonly [AGL_MARKER] = true;
 
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -26,7 +26,7 @@ export type EntityKind = "rollout" | "attempt" | "resources" | "worker" | "span"
 
 /** An id that names nothing in the store. HTTP 404. */
 export class NotFoundError extends AglError {
-  private readonly [NOT_FOUND] = true;
+  protected readonly [NOT_FOUND] = true;
   readonly kind: EntityKind;
   readonly id: string;
 
@@ -46,7 +46,7 @@ const ILLEGAL = marker("IllegalTransitionError");
 
 /** A status change the state machine does not allow. HTTP 409. */
 export class IllegalTransitionError extends AglError {
-  private readonly [ILLEGAL] = true;
+  protected readonly [ILLEGAL] = true;
   readonly entity: "rollout" | "attempt";
   readonly id: string;
   readonly from: string;
@@ -70,7 +70,7 @@ const INVALID = marker("InvalidArgumentError");
 
 /** Bad input; `field` is the dotted path of the offending field ("" for the whole value). HTTP 400/422. */
 export class InvalidArgumentError extends AglError {
-  private readonly [INVALID] = true;
+  protected readonly [INVALID] = true;
   readonly field: string;
   readonly issues: ReadonlyArray<{ path: string; message: string }>;
 
@@ -90,7 +90,7 @@ const CLOSED = marker("StoreClosedError");
 
 /** The store was closed; no further calls are accepted. */
 export class StoreClosedError extends AglError {
-  private readonly [CLOSED] = true;
+  protected readonly [CLOSED] = true;
 
   constructor(message = "Store is closed") {
     super(message);
