@@ -30,7 +30,12 @@ const BATCH = 256;
 /** e.g. BENCH_ONLY=sqlite:http,memory (backend[:transport]) to run a subset while profiling. */
 const ONLY = (process.env.BENCH_ONLY ?? "").split(",").filter(Boolean);
 const MAX_SECONDS = Number(process.env.BENCH_MAX_SECONDS ?? 8);
-const PAYLOADS: Payload[] = ["reference", "light"];
+const PAYLOADS: Payload[] = (process.env.BENCH_PAYLOADS?.split(",") as Payload[] | undefined) ?? [
+  "reference",
+  "light",
+];
+/** Extra node flags for the server process, e.g. BENCH_SERVER_NODE_ARGS="--cpu-prof" to profile it. */
+const SERVER_NODE_ARGS = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter(Boolean);
 const runBatch = (store: LightningStore, payload: Payload) =>
   runScenario(store, {
     total: TOTAL,
@@ -56,7 +61,7 @@ interface ChildServer {
 async function startChild(args: string[]): Promise<ChildServer> {
   const child = spawn(
     process.execPath,
-    ["--import", "tsx", join(ROOT, "bench/support/http-server.ts"), ...args],
+    [...SERVER_NODE_ARGS, "--import", "tsx", join(ROOT, "bench/support/http-server.ts"), ...args],
     {
       cwd: ROOT,
       stdio: ["pipe", "pipe", "inherit"],

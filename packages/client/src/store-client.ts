@@ -204,7 +204,7 @@ export class LightningStoreClient implements LightningStore {
         json: { rollout_ids: ids, timeout: chunk },
         timeoutMs: chunk * 1000 + 30_000,
         onResponse: (res) => {
-          complete = res.headers.get(WAIT_COMPLETE_HEADER) === "1";
+          complete = res.header(WAIT_COMPLETE_HEADER) === "1";
         },
       });
       for (const rollout of finished) done.set(rollout.rollout_id, rollout);
@@ -333,6 +333,7 @@ export class LightningStoreClient implements LightningStore {
 
   async close(): Promise<void> {
     this.closed = true;
+    await this.http.close();
   }
 
   /**

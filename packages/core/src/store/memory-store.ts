@@ -71,6 +71,7 @@ export const InMemoryLightningStoreOptionsSchema = z
   })
   .strict();
 export type InMemoryLightningStoreOptions = z.input<typeof InMemoryLightningStoreOptionsSchema>;
+const SpanListSchema = z.array(SpanSchema);
 
 export class InMemoryLightningStore implements LightningStore {
   readonly capabilities: StoreCapabilities = {
@@ -320,22 +321,25 @@ export class InMemoryLightningStore implements LightningStore {
 
   // --- spans
 
+  // Spans are the hot write path (one per LLM call through the proxy): validate once, copy once into the
+  // store, and return the parsed value. zod builds it fresh from the caller's input, so it may share
+  // nested values with that input (the caller's own data) but never with what the store keeps.
   async addSpan(span: SpanInput): Promise<Span | null> {
-    const parsed = copyData(parseOrThrow(SpanSchema, span, "span"), "span");
-    const stored = this.enter().addSpan(parsed, nowSeconds());
-    return stored ? copyData(stored) : null;
+    const parsed = parseOrThrow(SpanSchema, span, "span");
+    const stored = this.enter().addSpan(copyData(parsed, "span"), nowSeconds());
+    return stored ? parsed : null;
   }
 
   async addManySpans(spans: SpanInput[]): Promise<Span[]> {
-    const parsed = copyData(parseOrThrow(z.array(SpanSchema), spans, "spans"), "spans");
+    const parsed = parseOrThrow(SpanListSchema, spans, "spans");
+    const copies = copyData(parsed, "spans");
     const engine = this.enter();
     // Check every target first so that a bad span stores nothing.
     for (const s of parsed) engine.attempt(s.rollout_id, s.attempt_id);
     const now = nowSeconds();
     const stored: Span[] = [];
-    for (const s of parsed) {
-      const added = engine.addSpan(s, now);
-      if (added) stored.push(copyData(added));
+    for (let i = 0; i < copies.length; i++) {
+      if (engine.addSpan(copies[i]!, now)) stored.push(parsed[i]!);
     }
     return stored;
   }

@@ -2,9 +2,9 @@ import { timingSafeEqual } from "node:crypto";
 import type { LightningStore } from "@agl/core";
 import { Hono } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
-import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { timeout } from "hono/timeout";
+import { limitBody } from "./body.js";
 import { errorResponse } from "./errors.js";
 import { registerLegacyRoutes } from "./legacy.js";
 import { jsonLinesLogger, type StoreServerLogger } from "./logging.js";
@@ -74,14 +74,12 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
 
   app.use(
     "*",
-    bodyLimit({
-      maxSize: bodyLimitBytes,
-      onError: (c) =>
-        c.json(
-          { detail: `Request body larger than ${bodyLimitBytes} bytes`, error_type: "PayloadTooLarge" },
-          413,
-        ),
-    }),
+    limitBody(bodyLimitBytes, (c) =>
+      c.json(
+        { detail: `Request body larger than ${bodyLimitBytes} bytes`, error_type: "PayloadTooLarge" },
+        413,
+      ),
+    ),
   );
   app.use(
     "*",

@@ -110,6 +110,17 @@ export class SqliteQueries {
     };
   }
 
+  rolloutById(id: string): Rollout | AttemptedRollout | null {
+    if (!this.db.stmt.rolloutById.get(id)) return null;
+    const loaded = this.db.load(id);
+    return loaded.latest ? { ...loaded.rollout, attempt: loaded.latest } : loaded.rollout;
+  }
+
+  latestAttempt(id: string): Attempt | null {
+    const row = this.db.stmt.rolloutById.get(id);
+    return row ? this.db.latestAttempt(row) : null;
+  }
+
   /** The latest attempt of each given rollout that has one. */
   latestAttempts(ids: readonly string[]): Map<string, Attempt> {
     const out = new Map<string, Attempt>();

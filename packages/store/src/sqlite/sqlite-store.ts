@@ -2,7 +2,8 @@
  * SqliteLightningStore: the LightningStore in one SQLite file (better-sqlite3), the embedded default
  * whenever a path is given. WAL with synchronous=NORMAL, versioned migrations, one IMMEDIATE
  * transaction around every change (so several processes can share the file), and the status logic of
- * @agl/core's state machine through RolloutMutation, exactly like the in-memory store.
+ * @agl/core's state machine through RolloutMutation, exactly like the in-memory store. Validation and
+ * the read side come from DurableStoreBase; this file holds the SQLite transactions.
  */
 import { realpathSync } from "node:fs";
 import {
@@ -10,55 +11,38 @@ import {
   type AttemptedRollout,
   type AttemptPatch,
   AttemptPatchSchema,
-  type AttemptQuery,
-  assertRolloutTransition,
   type EnqueueRolloutRequest,
   EnqueueRolloutRequestSchema,
   type LightningStore,
   type NamedResources,
-  NamedResourcesSchema,
   nowSeconds,
-  type PaginatedResult,
   parseOrThrow,
-  type ResourcesQuery,
   type ResourcesUpdate,
   type Rollout,
   type RolloutPatch,
   RolloutPatchSchema,
-  type RolloutQuery,
   type Span,
-  type SpanInput,
-  type SpanQuery,
   SpanSchema,
   type StartRolloutRequest,
-  type StoreCapabilities,
   StoreClosedError,
   type StoreStatistics,
   spanFromReadable,
   type Worker,
-  type WorkerQuery,
 } from "@agl/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import Database from "better-sqlite3";
 import { z } from "zod";
+import { DurableStoreBase, type Effects, newEffects, recordEffects } from "../shared/durable-store.js";
+import { applyAttemptPatch, applyRolloutFields } from "../shared/patches.js";
 import { RolloutMutation } from "../shared/rollout-mutation.js";
 import {
-  DEFAULT_WAIT_POLL_INTERVAL_MS,
-  DEFAULT_WATCHDOG_MAX_SLEEP_MS,
   DequeueManySchema,
   DequeueOptionsSchema,
   type DurableStoreOptions,
   DurableStoreOptionsSchema,
   IdSchema,
-  ReadableSpanSchema,
-  SeqPairsSchema,
-  SequenceIdSchema,
   StartRolloutSchema,
-  WaitSchema,
-  WorkerUpdateSchema,
 } from "../shared/schemas.js";
-import { acquireHub, type CompletionHub, releaseHub, waitForTerminal } from "../shared/waiters.js";
-import { Watchdog } from "../shared/watchdog.js";
 import { migrateSqlite } from "./migrations.js";
 import type { RolloutRow } from "./rows.js";
 import { SqliteDb } from "./sqlite-db.js";
@@ -71,51 +55,36 @@ export const SqliteStoreOptionsSchema = DurableStoreOptionsSchema.extend({
 }).strict();
 export type SqliteStoreOptions = DurableStoreOptions & z.input<typeof SqliteStoreOptionsSchema>;
 
-export class SqliteLightningStore implements LightningStore {
-  readonly capabilities: StoreCapabilities = {
-    thread_safe: true,
-    async_safe: true,
-    zero_copy: false,
-    otlp_traces: false,
-  };
+function openDatabase(path: string, busyTimeoutMs: number): Database.Database {
+  const db = new Database(path, { timeout: busyTimeoutMs });
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = NORMAL");
+  db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+  db.pragma("foreign_keys = OFF");
+  migrateSqlite(db);
+  return db;
+}
+
+export class SqliteLightningStore extends DurableStoreBase implements LightningStore {
   readonly path: string;
   private readonly db: Database.Database;
   private readonly data: SqliteDb;
-  private readonly queries: SqliteQueries;
-  private readonly watchdog: Watchdog;
-  private readonly hub: CompletionHub;
-  private readonly hubKey: string;
-  private readonly pollMs: number;
-  private readonly startedAt = nowSeconds();
-  private closed = false;
-  /** Attempts this instance's watchdog timed out or marked unresponsive (exactly-once checks sum these). */
-  private verdicts = 0;
+  protected readonly queries: SqliteQueries;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     const opts = parseOrThrow(SqliteStoreOptionsSchema, options, "options");
+    const db = openDatabase(path, opts.busyTimeoutMs ?? 5000);
+    // Instances opening the same file share one waiter hub (the file exists now, so realpath works).
+    super(`sqlite:${path === ":memory:" ? `:memory:${Math.random()}` : realpathSync(path)}`, "sqlite", opts);
     this.path = path;
-    this.db = new Database(path, { timeout: opts.busyTimeoutMs ?? 5000 });
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("synchronous = NORMAL");
-    this.db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
-    this.db.pragma("foreign_keys = OFF");
-    migrateSqlite(this.db);
-    this.data = new SqliteDb(this.db);
+    this.db = db;
+    this.data = new SqliteDb(db);
     this.queries = new SqliteQueries(this.data);
-    this.pollMs = opts.waitPollIntervalMs ?? DEFAULT_WAIT_POLL_INTERVAL_MS;
-    this.hubKey = `sqlite:${path === ":memory:" ? `:memory:${Math.random()}` : realpathSync(path)}`;
-    this.hub = acquireHub(this.hubKey);
-    this.watchdog = new Watchdog(async (now) => this.expire(now), {
-      active: opts.watchdog ?? true,
-      maxSleepMs: opts.watchdogMaxSleepMs ?? DEFAULT_WATCHDOG_MAX_SLEEP_MS,
-      onError: (error) => console.error("[agl-store] sqlite watchdog pass failed:", error),
-    });
     // Deadlines left in the file (a reopen) or written by other processes.
     this.watchdog.learned(this.data.stmt.earliestDeadline.get()?.earliest ?? null);
   }
 
-  /** Every public call starts here: refuse after close, then apply due watchdog verdicts. */
-  private enter(): SqliteDb {
+  protected enter(): SqliteDb {
     if (this.closed) throw new StoreClosedError();
     const now = nowSeconds();
     if (this.watchdog.isDue(now)) this.watchdog.learned(this.expire(now));
@@ -125,10 +94,9 @@ export class SqliteLightningStore implements LightningStore {
   /** Run `fn` in an IMMEDIATE transaction, then publish its effects (waiters, watchdog). */
   private write<T>(fn: (db: SqliteDb, effects: Effects) => T): T {
     const db = this.enter();
-    const effects: Effects = { terminal: [], deadlines: [] };
+    const effects = newEffects();
     const result = this.db.transaction(() => fn(db, effects)).immediate();
-    for (const d of effects.deadlines) this.watchdog.note(d);
-    if (effects.terminal.length > 0) this.hub.notify(effects.terminal);
+    this.publish(effects);
     return result;
   }
 
@@ -139,13 +107,12 @@ export class SqliteLightningStore implements LightningStore {
     pop = false,
   ): void {
     this.data.persist(m, prev, pop);
-    if (m.terminal) effects.terminal.push(m.rollout.rollout_id);
-    effects.deadlines.push(m.deadline);
+    recordEffects(effects, m);
   }
 
   /** One watchdog pass: re-read due rollouts inside the write lock and apply each verdict once. */
-  private expire(now: number): number | null {
-    const effects: Effects = { terminal: [], deadlines: [] };
+  protected expire(now: number): number | null {
+    const effects = newEffects();
     const pass = this.db
       .transaction(() => expireDue(this.data, now, (m, prev) => this.persist(m, effects, prev)))
       .immediate();
@@ -188,10 +155,6 @@ export class SqliteLightningStore implements LightningStore {
     });
   }
 
-  async enqueueRollout(request: EnqueueRolloutRequest): Promise<Rollout> {
-    return (await this.enqueueManyRollouts([request]))[0]!;
-  }
-
   async enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
     const reqs = parseOrThrow(z.array(EnqueueRolloutRequestSchema), requests, "requests");
     return this.write((db) => {
@@ -206,11 +169,6 @@ export class SqliteLightningStore implements LightningStore {
     });
   }
 
-  async dequeueRollout(options: { workerId?: string | null } = {}): Promise<AttemptedRollout | null> {
-    const { workerId } = parseOrThrow(DequeueOptionsSchema, options, "options");
-    return (await this.dequeueManyRollouts({ limit: 1, workerId }))[0] ?? null;
-  }
-
   async dequeueManyRollouts(options: {
     limit: number;
     workerId?: string | null;
@@ -220,13 +178,11 @@ export class SqliteLightningStore implements LightningStore {
       this.enter();
       return [];
     }
-    return this.write((db, effects) => {
-      const now = nowSeconds();
-      const out = claimRollouts(db, limit, workerId ?? null, now, (m, prev, pop) =>
+    return this.write((db, effects) =>
+      claimRollouts(db, limit, workerId ?? null, nowSeconds(), (m, prev, pop) =>
         this.persist(m, effects, prev, pop),
-      );
-      return out;
-    });
+      ),
+    );
   }
 
   async startAttempt(
@@ -244,34 +200,14 @@ export class SqliteLightningStore implements LightningStore {
     });
   }
 
-  async queryRollouts(query: RolloutQuery = {}): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
-    this.enter();
-    return this.queries.rollouts(query);
-  }
-
-  async getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
-    const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
-    const db = this.enter();
-    const row = db.stmt.rolloutById.get(rid);
-    if (!row) return null;
-    const loaded = db.load(rid);
-    return loaded.latest ? { ...loaded.rollout, attempt: loaded.latest } : loaded.rollout;
-  }
-
   async updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout> {
     const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
     const p = parseOrThrow(RolloutPatchSchema, patch, "patch");
     return this.write((db, effects) => {
       const loaded = db.load(rid);
       const rollout = loaded.rollout;
-      if (p.status !== undefined) assertRolloutTransition(rid, rollout.status, p.status);
-      if ("input" in p) rollout.input = p.input;
-      if (p.mode !== undefined) rollout.mode = p.mode;
-      if (p.resources_id !== undefined) rollout.resources_id = p.resources_id;
-      if (p.config !== undefined) rollout.config = p.config;
-      if (p.metadata !== undefined) rollout.metadata = p.metadata;
+      applyRolloutFields(rollout, p);
       db.updateRolloutFields(rollout);
-      // Status last: the new config (timeouts) must be in place when the deadline is recomputed.
       const m = new RolloutMutation(rollout, loaded.latest, loaded.row.attempt_count, nowSeconds());
       m.setRolloutStatus(p.status ?? rollout.status);
       this.persist(m, effects, loaded.row);
@@ -279,51 +215,7 @@ export class SqliteLightningStore implements LightningStore {
     });
   }
 
-  async waitForRollouts(
-    rolloutIds: string[],
-    options: { timeoutSeconds?: number | null } = {},
-  ): Promise<Rollout[]> {
-    const { rolloutIds: ids, timeoutSeconds } = parseOrThrow(WaitSchema, { rolloutIds, ...options }, "");
-    this.enter();
-    const unique = [...new Set(ids)];
-    const terminal = () => this.queries.terminalRollouts(unique);
-    const done = terminal();
-    const existing = this.queries.existingRolloutIds(unique);
-    const pending = unique.filter((id) => existing.has(id) && !done.has(id));
-    const timeout = timeoutSeconds === undefined ? null : timeoutSeconds;
-    if (pending.length > 0 && (timeout === null || timeout > 0)) {
-      await waitForTerminal(
-        this.hub,
-        pending,
-        timeout,
-        this.pollMs,
-        async (left) => {
-          this.enter();
-          const now = this.queries.terminalRollouts(left);
-          return new Set(now.keys());
-        },
-        () => this.closed,
-      );
-    }
-    if (this.closed) throw new StoreClosedError();
-    const final = terminal();
-    return unique.filter((id) => final.has(id)).map((id) => final.get(id)!);
-  }
-
   // --- attempts
-
-  async queryAttempts(rolloutId: string, query: AttemptQuery = {}): Promise<PaginatedResult<Attempt>> {
-    const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
-    this.enter();
-    return this.queries.attempts(rid, query);
-  }
-
-  async getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
-    const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
-    const db = this.enter();
-    const row = db.stmt.rolloutById.get(rid);
-    return row ? db.latestAttempt(row) : null;
-  }
 
   async updateAttempt(
     rolloutId: string,
@@ -337,66 +229,24 @@ export class SqliteLightningStore implements LightningStore {
       const loaded = db.load(rid);
       const attempt = db.attempt(loaded, aid);
       const m = new RolloutMutation(loaded.rollout, loaded.latest, loaded.row.attempt_count, nowSeconds());
-      m.touch(attempt);
-      if (p.worker_id !== undefined) attempt.worker_id = p.worker_id;
-      if (p.metadata !== undefined) attempt.metadata = p.metadata;
-      if (p.status !== undefined) {
-        if (p.last_heartbeat_time !== undefined) attempt.last_heartbeat_time = p.last_heartbeat_time;
-        m.setAttemptStatus(attempt, p.status);
-      } else if (p.last_heartbeat_time !== undefined) {
-        // A bare heartbeat is a sign of life, exactly like a span.
-        m.recordActivity(attempt, p.last_heartbeat_time);
-      } else if (p.worker_id !== undefined) {
-        m.syncWorker(attempt);
-      }
+      applyAttemptPatch(m, attempt, p);
       this.persist(m, effects, loaded.row);
       return attempt;
     });
   }
 
-  // --- resources
+  // --- hooks of DurableStoreBase
 
-  async addResources(resources: NamedResources): Promise<ResourcesUpdate> {
-    const named = parseOrThrow(NamedResourcesSchema, resources, "resources");
-    return this.write(() => this.queries.putResources(null, named, nowSeconds()));
+  protected saveResources(id: string | null, resources: NamedResources): ResourcesUpdate {
+    return this.write(() => this.queries.putResources(id, resources, nowSeconds()));
   }
 
-  async updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate> {
-    const id = parseOrThrow(IdSchema, resourcesId, "resources_id");
-    const named = parseOrThrow(NamedResourcesSchema, resources, "resources");
-    return this.write(() => this.queries.putResources(id, named, nowSeconds()));
+  protected saveHeartbeat(workerId: string, stats: Record<string, unknown> | null | undefined): Worker {
+    return this.write(() => this.queries.heartbeatWorker(workerId, stats, nowSeconds()));
   }
 
-  async getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
-    const id = parseOrThrow(IdSchema, resourcesId, "resources_id");
-    this.enter();
-    return this.queries.resourcesById(id);
-  }
-
-  async getLatestResources(): Promise<ResourcesUpdate | null> {
-    this.enter();
-    return this.queries.latestResources();
-  }
-
-  async queryResources(query: ResourcesQuery = {}): Promise<PaginatedResult<ResourcesUpdate>> {
-    this.enter();
-    return this.queries.resources(query);
-  }
-
-  // --- spans
-
-  async addSpan(span: SpanInput): Promise<Span | null> {
-    const parsed = parseOrThrow(SpanSchema, span, "span");
-    return this.write((db, effects) => this.storeSpans(db, effects, [parsed]))[0] ?? null;
-  }
-
-  async addManySpans(spans: SpanInput[]): Promise<Span[]> {
-    const parsed = parseOrThrow(z.array(SpanSchema), spans, "spans");
-    if (parsed.length === 0) {
-      this.enter();
-      return [];
-    }
-    return this.write((db, effects) => this.storeSpans(db, effects, parsed));
+  protected writeSpans(spans: Span[]): Span[] {
+    return this.write((db, effects) => this.storeSpans(db, effects, spans));
   }
 
   /** Check every target first (a bad span stores nothing), insert, then record one activity per attempt. */
@@ -404,19 +254,10 @@ export class SqliteLightningStore implements LightningStore {
     return ingestSpans(db, spans, nowSeconds(), (m, prev) => this.persist(m, effects, prev));
   }
 
-  async addOtelSpan(
-    rolloutId: string,
-    attemptId: string,
-    span: ReadableSpan,
-    sequenceId?: number,
-  ): Promise<Span | null> {
-    const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
-    const aid = parseOrThrow(IdSchema, attemptId, "attempt_id");
-    const readable = parseOrThrow(ReadableSpanSchema, span, "span");
-    const seq = parseOrThrow(SequenceIdSchema, sequenceId, "sequence_id");
+  protected writeOtelSpan(rid: string, aid: string, span: ReadableSpan, seq: number | undefined): Span | null {
     return this.write((db, effects) => {
       db.attempt(db.load(rid), aid);
-      const converted = spanFromReadable(readable, {
+      const converted = spanFromReadable(span, {
         rolloutId: rid,
         attemptId: aid,
         sequenceId: seq ?? db.nextSequence(rid),
@@ -426,66 +267,11 @@ export class SqliteLightningStore implements LightningStore {
     });
   }
 
-  async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
-    const rid = parseOrThrow(z.string(), rolloutId, "rollout_id");
-    parseOrThrow(z.string(), attemptId, "attempt_id");
-    return this.write((db) => db.nextSequence(rid));
-  }
-
-  async getManySpanSequenceIds(pairs: ReadonlyArray<readonly [string, string]>): Promise<number[]> {
-    const list = parseOrThrow(SeqPairsSchema, pairs, "pairs");
-    return this.write((db) => {
-      // One statement per rollout reserves its block; hand the blocks out in request order.
-      const counts = new Map<string, number>();
-      for (const [rid] of list) counts.set(rid, (counts.get(rid) ?? 0) + 1);
-      const next = new Map([...counts].map(([rid, n]) => [rid, db.allocateSequences(rid, n)]));
-      return list.map(([rid]) => {
-        const value = next.get(rid)!;
-        next.set(rid, value + 1);
-        return value;
-      });
-    });
-  }
-
-  async querySpans(rolloutId: string, query: SpanQuery = {}): Promise<PaginatedResult<Span>> {
-    const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
-    this.enter();
-    return this.queries.spans(rid, query);
-  }
-
-  // --- workers
-
-  async queryWorkers(query: WorkerQuery = {}): Promise<PaginatedResult<Worker>> {
-    this.enter();
-    return this.queries.workers(query);
-  }
-
-  async getWorkerById(workerId: string): Promise<Worker | null> {
-    const wid = parseOrThrow(IdSchema, workerId, "worker_id");
-    this.enter();
-    return this.queries.workerById(wid);
-  }
-
-  async updateWorker(
-    workerId: string,
-    update: { heartbeat_stats?: Record<string, unknown> | null } = {},
-  ): Promise<Worker> {
-    const wid = parseOrThrow(IdSchema, workerId, "worker_id");
-    const u = parseOrThrow(WorkerUpdateSchema, update, "update");
-    return this.write(() => this.queries.heartbeatWorker(wid, u.heartbeat_stats, nowSeconds()));
+  protected reserveSequences(counts: Map<string, number>): Map<string, number> {
+    return this.write((db) => new Map([...counts].map(([rid, n]) => [rid, db.allocateSequences(rid, n)])));
   }
 
   async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    this.watchdog.stop();
-    this.hub.notifyAll();
-    releaseHub(this.hubKey);
-    this.db.close();
+    if (this.shutDown()) this.db.close();
   }
-}
-
-interface Effects {
-  terminal: string[];
-  deadlines: Array<number | null>;
 }
