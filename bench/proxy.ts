@@ -161,6 +161,8 @@ async function scenario(name: string, delayMs: number, connections: number, seqC
     };
     let proxyCpuUs = 0;
     let proxyCalls = 0;
+    let bareCpuUs = 0;
+    let bareCalls = 0;
     for (let round = 0; round < ROUNDS; round++) {
       runs.direct.push(await cannon([direct], directBody, connections));
       const cpu0 = await ask(px.child, "cpu");
@@ -169,7 +171,11 @@ async function scenario(name: string, delayMs: number, connections: number, seqC
       proxyCpuUs += cpu1 - cpu0;
       proxyCalls += r.total;
       runs.proxied.push(r);
-      runs.bare.push(await cannon([bare], directBody, connections));
+      const bareCpu0 = await ask(px.child, "cpu");
+      const rb = await cannon([bare], directBody, connections);
+      bareCpuUs += (await ask(px.child, "cpu")) - bareCpu0;
+      bareCalls += rb.total;
+      runs.bare.push(rb);
     }
     const counted = await ask(px.child, "count");
     const summary = (rs: Awaited<ReturnType<typeof cannon>>[]) => ({
@@ -194,6 +200,7 @@ async function scenario(name: string, delayMs: number, connections: number, seqC
         bareRatio: b.reqPerSec / d.reqPerSec,
       },
       proxyCpuMicrosPerCall: proxyCpuUs / proxyCalls,
+      bareCpuMicrosPerCall: bareCpuUs / bareCalls,
       capture: { ...counted, proxiedCalls: proxyCalls + seqCalls + Math.min(200, seqCalls / 4) },
     };
   } finally {
@@ -231,11 +238,11 @@ async function main() {
     "Capture on: every proxied call is recorded as a span in an InMemoryLightningStore (token ids, logprobs, messages, " +
       "gen_ai attributes; raw bodies off, the default).",
     "",
-    "| scenario | direct p50 / p99 ms | proxied p50 / p99 ms | **added p50** / p99 ms | bare pass-through added p50 ms | direct req/s | proxied req/s | **ratio** | bare pass-through ratio | proxy CPU µs/call | spans / proxied calls |",
+    "| scenario | direct p50 / p99 ms | proxied p50 / p99 ms | **added p50** / p99 ms | bare pass-through added p50 ms | direct req/s | proxied req/s | **ratio** | bare pass-through ratio | proxy CPU µs/call (bare) | spans / proxied calls |",
     "|---|---|---|---|---|---|---|---|---|---|---|",
     ...scenarios.map(
       (s) =>
-        `| ${s.name} | ${f(s.sequential.direct.p50)} / ${f(s.sequential.direct.p99)} | ${f(s.sequential.proxied.p50)} / ${f(s.sequential.proxied.p99)} | **${f(s.sequential.added.p50)}** / ${f(s.sequential.added.p99)} | ${f(s.sequential.bareAdded.p50)} | ${f(s.throughput.direct.reqPerSec, 0)} | ${f(s.throughput.proxied.reqPerSec, 0)} | **${f(s.throughput.ratio * 100, 1)} %** | ${f(s.throughput.bareRatio * 100, 1)} % | ${f(s.proxyCpuMicrosPerCall, 0)} | ${s.capture.spans} / ${s.capture.proxiedCalls} (${s.capture.withIds} with token ids) |`,
+        `| ${s.name} | ${f(s.sequential.direct.p50)} / ${f(s.sequential.direct.p99)} | ${f(s.sequential.proxied.p50)} / ${f(s.sequential.proxied.p99)} | **${f(s.sequential.added.p50)}** / ${f(s.sequential.added.p99)} | ${f(s.sequential.bareAdded.p50)} | ${f(s.throughput.direct.reqPerSec, 0)} | ${f(s.throughput.proxied.reqPerSec, 0)} | **${f(s.throughput.ratio * 100, 1)} %** | ${f(s.throughput.bareRatio * 100, 1)} % | ${f(s.proxyCpuMicrosPerCall, 0)} (${f(s.bareCpuMicrosPerCall, 0)}) | ${s.capture.spans} / ${s.capture.proxiedCalls} (${s.capture.withIds} with token ids) |`,
     ),
     "",
     `Latency columns: one keep-alive connection, sequential calls timed with hrtime. Throughput: autocannon, ${ROUNDS} × ${SECONDS} s per side, ` +

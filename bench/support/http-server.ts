@@ -2,7 +2,8 @@
  * A server in its own process for bench/store.ts (so client and server each get a core):
  *   tsx bench/support/http-server.ts store <uri>   the store server (@agl/store) on the store at <uri>
  *   tsx bench/support/http-server.ts trivial       a trivial hono endpoint (the HTTP ceiling)
- * Prints the base URL on stdout, runs until stdin closes.
+ * Prints the base URL on stdout, runs until stdin closes; each "cpu" line on stdin is answered with
+ * `{"cpu_ms": n, "requests": n}` (CPU time used and store requests served so far).
  */
 import { createRequire } from "node:module";
 import { openStore, silentServerLogger, startStoreServer } from "@agl/store";
@@ -25,9 +26,17 @@ const { Hono } = storeRequire("hono") as {
 
 const [mode, uri] = process.argv.slice(2);
 let close: () => Promise<void>;
+let requests = 0;
 if (mode === "store") {
   const store = await openStore(uri!, { postgres: { poolSize: 16 } });
-  const server = await startStoreServer({ store, port: 0, logger: silentServerLogger, closeStore: true });
+  // Counts requests (the server logs one "request" line each) instead of writing them.
+  const logger = {
+    ...silentServerLogger,
+    info: (message: string) => {
+      if (message === "request") requests++;
+    },
+  };
+  const server = await startStoreServer({ store, port: 0, logger, closeStore: true });
   close = server.close;
   console.log(server.url);
 } else if (mode === "trivial") {
@@ -53,7 +62,7 @@ process.stdin.on("data", (chunk: Buffer) => {
     input = input.slice(nl + 1);
     if (line === "cpu") {
       const { user, system } = process.cpuUsage();
-      console.log(JSON.stringify({ cpu_ms: (user + system) / 1000 }));
+      console.log(JSON.stringify({ cpu_ms: (user + system) / 1000, requests }));
     }
     nl = input.indexOf("\n");
   }

@@ -67,3 +67,56 @@ it("ProxySpansToTriplets reads the proxy's spans: exact ids, logprobs, rewards b
     await store.close();
   }
 });
+
+it("a call with n = 2 gives one triplet per choice, each with its own ids and logprobs, sharing the reward", async () => {
+  const mock = await startMockLLMServer({ respond: (_req, i) => ({ content: `choice ${i}!` }) });
+  const store = new InMemoryLightningStore({ watchdog: false });
+  const proxy = new LLMProxy({
+    store,
+    backends: [{ url: mock.baseURL }],
+    model: "policy",
+    healthCheckIntervalMs: 0,
+    retries: 0,
+    logger: { warn() {}, error() {} },
+  });
+  const url = await proxy.start();
+  try {
+    const r = await store.startRollout({ input: {} });
+    const rid = r.rollout_id;
+    const aid = r.attempt.attempt_id;
+    const client = new OpenAI({ baseURL: `${url}/rollout/${rid}/attempt/${aid}/v1`, apiKey: "x", maxRetries: 0 });
+    const answer = await client.chat.completions.create({
+      model: "m",
+      messages: [{ role: "user", content: "pick" }],
+      n: 2,
+    });
+    await proxy.flush();
+    await store.addSpan({
+      rollout_id: rid,
+      attempt_id: aid,
+      sequence_id: await store.getNextSpanSequenceId(rid, aid),
+      trace_id: newTraceId(),
+      span_id: newSpanId(),
+      name: "agentlightning.annotation",
+      attributes: { "agentlightning.reward.0.name": "primary", "agentlightning.reward.0.value": 1 },
+    });
+    const { output, diagnostics } = new ProxySpansToTriplets().adaptWithDiagnostics(
+      (await store.querySpans(rid)).items,
+    );
+    expect(output).toHaveLength(2);
+    for (const [i, t] of output.entries()) {
+      expect(t.prompt.token_ids).toEqual((answer as any).prompt_token_ids);
+      expect(t.response.token_ids).toEqual((answer.choices[i] as any).token_ids);
+      expect(t.response.token_ids).toEqual(mockEncode(`choice ${i}!`));
+      expect(t.response.logprobs).toEqual(answer.choices[i]!.logprobs!.content!.map((x) => x.logprob));
+      expect(t.response.raw_content).toEqual([expect.objectContaining({ content: `choice ${i}!` })]);
+      expect(t.metadata).toMatchObject({ choice_index: i, response_id: answer.id });
+      expect(t.reward).toBe(1);
+    }
+    expect(diagnostics.diagnostics.filter((d) => d.severity !== "info")).toEqual([]);
+  } finally {
+    await proxy.stop();
+    await mock.close();
+    await store.close();
+  }
+});

@@ -4,7 +4,8 @@ import { attrs, rewardOf } from "./conventions.js";
 import { DiagnosticsCollector } from "./diagnostics.js";
 import type { LlmCall } from "./llm-call.js";
 import { checkSpans, ProxySpansToTripletsOptionsSchema, parseOptions } from "./options.js";
-import { readLlmCall } from "./readers/index.js";
+import { logprobNumbers, readLlmCall } from "./readers/index.js";
+import { asTokenIds } from "./attributes.js";
 
 export interface ProxySpansToTripletsOptions {
   /** Keep calls the proxy marked as failed (`agl.proxy.status` = "error"); default false. */
@@ -13,7 +14,8 @@ export interface ProxySpansToTripletsOptions {
 
 /**
  * Spans recorded by an LLM proxy (ours, or Agent Lightning's LiteLLM proxy) → triplets, one per call
- * with both token lists. Every span of one proxied request shares its sequence id, so spans are
+ * with both token lists; a call with `n > 1` choices (our proxy's `agl.choices.{i}.token_ids`) gives one
+ * triplet per choice, sharing the prompt, the response id and the reward. Every span of one proxied request shares its sequence id, so spans are
  * ordered by `(sequence_id, start_time)`, and each reward goes to the most recent unrewarded call
  * whose sequence id is strictly smaller than the reward's.
  */
@@ -44,6 +46,9 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
       call: LlmCall;
       seq: number;
       reward: number | null;
+      choiceIndex: number | null;
+      /** The items of the same call (its choices), rewarded together. */
+      siblings: Item[];
     }
     const items: Item[] = [];
     const byResponseId = new Map<string, Item>();
@@ -59,7 +64,7 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
             break;
           }
         }
-        if (target) target.reward = reward;
+        if (target) for (const item of target.siblings) item.reward = reward;
         else {
           const earlier = items.filter((i) => i.seq < span.sequence_id);
           diagnostics.add(
@@ -96,9 +101,12 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
         );
         continue;
       }
-      const item: Item = { call, seq: span.sequence_id, reward: null };
-      items.push(item);
-      if (call.responseId) byResponseId.set(call.responseId, item);
+      const siblings: Item[] = [];
+      for (const [choiceIndex, choiceCall] of choicesOf(call, span)) {
+        siblings.push({ call: choiceCall, seq: span.sequence_id, reward: null, choiceIndex, siblings });
+      }
+      items.push(...siblings);
+      if (call.responseId) byResponseId.set(call.responseId, siblings[0]!);
     }
     if (!sawLlmSpan) {
       const names = [...new Set(spans.map((s) => s.name))];
@@ -109,7 +117,7 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
         { details: { spanNames: names } },
       );
     }
-    const output = items.map(({ call, reward }) => ({
+    const output = items.map(({ call, reward, choiceIndex }) => ({
       prompt: { token_ids: call.promptTokenIds!, raw_content: call.input, image_urls: call.imageUrls },
       response: { token_ids: call.responseTokenIds!, raw_content: call.output, logprobs: call.logprobs },
       reward,
@@ -118,6 +126,7 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
         request: call.request,
         response: call.response,
         model: call.model,
+        ...(choiceIndex === null ? {} : { choice_index: choiceIndex }),
       },
     }));
     return { output, diagnostics: diagnostics.report() };
@@ -156,4 +165,32 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
     }
     return call;
   }
+}
+
+/**
+ * The calls of one span, one per choice: `[[null, call]]` unless the span has our proxy's per-choice keys
+ * for more than one choice (`n > 1`), then `[[i, call of choice i]]` for each choice with token ids.
+ * Choice 0 is what the v0.3 keys (`response_token_ids`, `agl.response_logprobs`) already hold.
+ */
+function choicesOf(call: LlmCall, span: Span): Array<[number | null, LlmCall]> {
+  const a = attrs(span);
+  if (asTokenIds(a["agl.choices.1.token_ids"]) === null) return [[null, call]];
+  const out: Array<[number | null, LlmCall]> = [];
+  for (let i = 0; ; i++) {
+    const key = `agl.choices.${i}.token_ids`;
+    if (!(key in a)) break;
+    const ids = asTokenIds(a[key]);
+    if (!ids?.length) continue;
+    const message = call.output[i];
+    out.push([
+      i,
+      {
+        ...call,
+        responseTokenIds: ids,
+        logprobs: logprobNumbers(a[`agl.choices.${i}.logprobs`]),
+        output: message ? [message] : [],
+      },
+    ]);
+  }
+  return out.length ? out : [[null, call]];
 }

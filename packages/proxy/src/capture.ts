@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import type { Attributes, AttributeValue, SpanInput } from "@agl/core";
 import type { AttributionStyle, Mode } from "./routes.js";
 
@@ -128,10 +128,15 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
       }
       setIfDefined(a, `gen_ai.completion.${i}.finish_reason`, c?.finish_reason);
       if (typeof c?.finish_reason === "string") finishReasons.push(c.finish_reason);
-      if (isIntArray(c?.token_ids)) a[`agl.choices.${i}.token_ids`] = c.token_ids;
-      else allIds = false;
+      if (isIntArray(c?.token_ids)) {
+        a[`agl.choices.${i}.token_ids`] = c.token_ids;
+        if (k === 0) a.response_token_ids = c.token_ids;
+      } else allIds = false;
       const lps = choiceLogprobs(c);
-      if (lps) a[`agl.choices.${i}.logprobs`] = lps;
+      if (lps) {
+        a[`agl.choices.${i}.logprobs`] = lps;
+        if (k === 0) a["agl.response_logprobs"] = lps;
+      }
     });
     if (finishReasons.length) a["gen_ai.response.finish_reasons"] = finishReasons;
     const usage = res.usage;
@@ -143,7 +148,6 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
     // Agent Lightning v0.3 client-span keys (choice 0), what its adapters read
     const c0 = choices[0];
     if (promptIds) a.prompt_token_ids = promptIds;
-    if (isIntArray(c0?.token_ids)) a.response_token_ids = c0.token_ids;
     // The v0.3 key repeats every token's text and bytes: the largest attribute by far. Its numbers are in
     // agl.response_logprobs, so it is kept only when it carries more (top_logprobs) or bodies are captured.
     const content = call.isChat ? c0?.logprobs?.content : undefined;
@@ -153,8 +157,6 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
     ) {
       a["logprobs.content"] = JSON.stringify(content);
     }
-    const lp0 = choiceLogprobs(c0);
-    if (lp0) a["agl.response_logprobs"] = lp0;
   }
 
   a["agl.proxy.attribution"] = call.style;
@@ -184,9 +186,8 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
     if (reqText.truncated || resText.truncated) a["agl.proxy.body_truncated"] = true;
   }
 
-  // randomUUID draws from a cached entropy pool: far cheaper per call than randomBytes
-  const traceId = randomUUID().replaceAll("-", "");
-  const spanId = randomUUID().replaceAll("-", "").slice(0, 16);
+  const traceId = randomHex(16);
+  const spanId = randomHex(8);
   const startS = call.startMs / 1000;
   const endS = call.endMs / 1000;
   return {
@@ -218,6 +219,20 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
       schema_url: "",
     },
   };
+}
+
+// One entropy draw per ~170 spans instead of two per span (ids are most of a span's randomness cost).
+const ID_POOL_BYTES = 4096;
+let idPool = Buffer.alloc(0);
+let idOffset = 0;
+function randomHex(bytes: number): string {
+  if (idOffset + bytes > idPool.length) {
+    idPool = randomBytes(ID_POOL_BYTES);
+    idOffset = 0;
+  }
+  const hex = idPool.toString("hex", idOffset, idOffset + bytes);
+  idOffset += bytes;
+  return hex;
 }
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;

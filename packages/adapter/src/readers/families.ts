@@ -47,8 +47,13 @@ const TOKEN_KEYS = [
 ];
 
 /** `gen_ai.request` / `gen_ai.response` groups minus messages, choices and token keys (metadata). */
+/** What both GenAI semconv generations record the same way: model, provider, ids, usage, request/response. */
 function genAiMeta(a: Attributes, request = unflattenPrefix(a, "gen_ai.request")) {
   return {
+    model: firstString(a, "gen_ai.response.model", "gen_ai.request.model"),
+    provider: firstString(a, "gen_ai.provider.name", "gen_ai.system"),
+    responseId: firstString(a, "gen_ai.response.id"),
+    usage: usageOf(a, GENAI_USAGE_IN, GENAI_USAGE_OUT),
     request: withoutTokenKeys(request),
     response: withoutTokenKeys(unflattenPrefix(a, "gen_ai.response")),
   };
@@ -103,10 +108,6 @@ export function readGenAiOld(a: Attributes): FamilyRead | null {
     tools: fromOpenAITools(
       maybeJson(request?.tools) ?? request?.functions ?? unflattenPrefix(a, "llm.request.functions"),
     ),
-    model: firstString(a, "gen_ai.response.model", "gen_ai.request.model"),
-    provider: firstString(a, "gen_ai.provider.name", "gen_ai.system"),
-    responseId: firstString(a, "gen_ai.response.id"),
-    usage: usageOf(a, GENAI_USAGE_IN, GENAI_USAGE_OUT),
     finishReason: normalizeFinishReason((completions[0] as any)?.finish_reason),
     ...genAiMeta(a, request),
     rawPrompt,
@@ -131,10 +132,6 @@ export function readGenAiNew(a: Attributes): FamilyRead | null {
     input,
     output: outputs.flatMap(fromSemconvMessage),
     tools: fromOpenAITools(maybeJson(a["gen_ai.tool.definitions"])),
-    model: firstString(a, "gen_ai.response.model", "gen_ai.request.model"),
-    provider: firstString(a, "gen_ai.provider.name", "gen_ai.system"),
-    responseId: firstString(a, "gen_ai.response.id"),
-    usage: usageOf(a, GENAI_USAGE_IN, GENAI_USAGE_OUT),
     finishReason: normalizeFinishReason(
       (outputs[0] as any)?.finish_reason ?? asList(a["gen_ai.response.finish_reasons"])[0],
     ),

@@ -86,7 +86,10 @@ function undiciSend(agent: Agent): Send {
         },
       };
     } catch (error) {
-      if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
+      if (
+        error instanceof undiciErrors.HeadersTimeoutError ||
+        error instanceof undiciErrors.BodyTimeoutError
+      ) {
         throw new RequestTimeoutError("request timed out", { cause: error });
       }
       throw error;

@@ -34,16 +34,17 @@ export const ReadableSpanInputSchema = z.custom<ReadableSpan>(
  * Deep copy; a value that cannot be copied (functions, symbols) is rejected naming `field`.
  * Stores copy at every boundary, so this is on every write and read: plain JSON-like data (what spans,
  * inputs and metadata almost always are) is copied by a direct walk, several times cheaper than
- * `structuredClone` and with less garbage. Anything else (Dates, Maps, typed arrays, class instances,
- * cycles, very deep nesting) falls back to `structuredClone` of the whole value, whose semantics are the
- * contract.
+ * `structuredClone` and with less garbage. Like `structuredClone` it keeps shared references shared
+ * (the proxy's spans hold each token-id list under two keys) and copies cycles. Anything else (Dates, Maps,
+ * typed arrays, class instances, very deep nesting) falls back to `structuredClone` of the whole value,
+ * whose semantics are the contract.
  */
 export function copyData<T>(value: T, field = ""): T {
   if (typeof value !== "object" || value === null) {
     if (typeof value === "function" || typeof value === "symbol") return structuredCopy(value, field);
     return value;
   }
-  const fast = plainCopy(value, 0);
+  const fast = plainCopy(value, 0, new Map());
   return fast === NOT_PLAIN ? structuredCopy(value, field) : (fast as T);
 }
 
@@ -56,22 +57,25 @@ function structuredCopy<T>(value: T, field: string): T {
 }
 
 const NOT_PLAIN = Symbol("not plain");
-/** Past this depth a value is probably cyclic; structuredClone handles cycles. */
+/** Deeper values go to structuredClone, which does not recurse on the JS stack. */
 const MAX_PLAIN_DEPTH = 64;
 
-function plainCopy(value: unknown, depth: number): unknown {
+function plainCopy(value: unknown, depth: number, seen: Map<object, unknown>): unknown {
   const t = typeof value;
   if (t === "string" || t === "number" || t === "boolean" || value === null || value === undefined) return value;
   if (t !== "object" || depth > MAX_PLAIN_DEPTH) return NOT_PLAIN;
+  const done = seen.get(value as object);
+  if (done !== undefined) return done;
   if (Array.isArray(value)) {
     const n = value.length;
     const out = new Array(n);
+    seen.set(value, out);
     for (let i = 0; i < n; i++) {
       if (!(i in value)) return NOT_PLAIN; // holes: structuredClone keeps them
       const v = value[i];
       if (typeof v === "number" || typeof v === "string") out[i] = v;
       else {
-        const c = plainCopy(v, depth + 1);
+        const c = plainCopy(v, depth + 1, seen);
         if (c === NOT_PLAIN) return NOT_PLAIN;
         out[i] = c;
       }
@@ -81,10 +85,11 @@ function plainCopy(value: unknown, depth: number): unknown {
   const proto = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) return NOT_PLAIN;
   const out: Record<string, unknown> = {};
+  seen.set(value as object, out);
   for (const key in value as Record<string, unknown>) {
     if (key === "__proto__") return NOT_PLAIN; // an own "__proto__" key (JSON.parse makes them) must stay data
     const v = (value as Record<string, unknown>)[key];
-    const c = plainCopy(v, depth + 1);
+    const c = plainCopy(v, depth + 1, seen);
     if (c === NOT_PLAIN) return NOT_PLAIN;
     out[key] = c;
   }

@@ -48,6 +48,7 @@ import {
   normalizeSpanQuery,
   normalizeWorkerQuery,
 } from "./query-schemas.js";
+import { areCanonicalSpans, isCanonicalSpan } from "./span-input.js";
 import { assertRolloutTransition } from "./state-machine.js";
 import type {
   AttemptQuery,
@@ -72,6 +73,8 @@ export const InMemoryLightningStoreOptionsSchema = z
   .strict();
 export type InMemoryLightningStoreOptions = z.input<typeof InMemoryLightningStoreOptionsSchema>;
 const SpanListSchema = z.array(SpanSchema);
+const validSpan = (span: unknown, field: string): Span =>
+  isCanonicalSpan(span) ? { ...span } : parseOrThrow(SpanSchema, span, field);
 
 export class InMemoryLightningStore implements LightningStore {
   readonly capabilities: StoreCapabilities = {
@@ -321,17 +324,20 @@ export class InMemoryLightningStore implements LightningStore {
 
   // --- spans
 
-  // Spans are the hot write path (one per LLM call through the proxy): validate once, copy once into the
-  // store, and return the parsed value. zod builds it fresh from the caller's input, so it may share
-  // nested values with that input (the caller's own data) but never with what the store keeps.
+  // Spans are the hot write path (one per LLM call through the proxy): validate once (a complete span
+  // skips zod, see span-input.ts), copy once into the store, and return the validated value. That is
+  // built fresh from the caller's input, so it may share nested values with that input (the caller's own
+  // data) but never with what the store keeps.
   async addSpan(span: SpanInput): Promise<Span | null> {
-    const parsed = parseOrThrow(SpanSchema, span, "span");
+    const parsed = validSpan(span, "span");
     const stored = this.enter().addSpan(copyData(parsed, "span"), nowSeconds());
     return stored ? parsed : null;
   }
 
   async addManySpans(spans: SpanInput[]): Promise<Span[]> {
-    const parsed = parseOrThrow(SpanListSchema, spans, "spans");
+    const parsed = areCanonicalSpans(spans)
+      ? spans.map((s) => ({ ...s }))
+        : parseOrThrow(SpanListSchema, spans, "spans");
     const copies = copyData(parsed, "spans");
     const engine = this.enter();
     // Check every target first so that a bad span stores nothing.

@@ -11,6 +11,7 @@ import {
   type RolloutMutation,
   type WorkerEvent,
 } from "../shared/rollout-mutation.js";
+import { alreadyDecoded, attemptFromColumns, rolloutFromColumns } from "../shared/row-mapping.js";
 import { toJson, toJsonRequired } from "../shared/schemas.js";
 
 export type Queryable = Pick<pg.ClientBase, "query">;
@@ -38,34 +39,12 @@ export const ROLLOUT_COLS = "r.*, (r.input IS NULL) AS input_absent";
 export const ROLLOUT_WITH_LATEST = `SELECT ${ROLLOUT_COLS}, row_to_json(a) AS latest
   FROM rollouts r LEFT JOIN attempts a ON a.rollout_id = r.rollout_id AND a.sequence_id = r.attempt_count`;
 
-export function rolloutFromPg(row: PgRolloutRow): Rollout {
-  return {
-    rollout_id: row.rollout_id,
-    input: row.input_absent ? undefined : row.input,
-    start_time: row.start_time,
-    end_time: row.end_time,
-    mode: row.mode,
-    resources_id: row.resources_id,
-    status: row.status,
-    config: row.config,
-    metadata: row.metadata,
-  };
-}
+export const rolloutFromPg = (row: PgRolloutRow): Rollout =>
+  rolloutFromColumns(row, row.input_absent ? undefined : row.input, alreadyDecoded);
 
 /** An attempt row (from a table or row_to_json) in the wire shape. */
-export function attemptFromPg(row: Attempt & { pk?: unknown }): Attempt {
-  return {
-    rollout_id: row.rollout_id,
-    attempt_id: row.attempt_id,
-    sequence_id: row.sequence_id,
-    start_time: row.start_time,
-    end_time: row.end_time,
-    status: row.status,
-    worker_id: row.worker_id,
-    last_heartbeat_time: row.last_heartbeat_time,
-    metadata: row.metadata,
-  };
-}
+export const attemptFromPg = (row: Attempt & { pk?: unknown }): Attempt =>
+  attemptFromColumns(row, alreadyDecoded);
 
 export interface PgLoaded {
   row: PgRolloutRow;

@@ -3,16 +3,8 @@
  * returning the mutations to persist: claiming queued rollouts, ingesting spans, and one watchdog pass.
  * Status logic comes from @agl/core's state machine through RolloutMutation.
  */
-import {
-  type AttemptedRollout,
-  type EnqueueRolloutRequestSchema,
-  newRolloutId,
-  type Rollout,
-  RolloutConfigSchema,
-  type Span,
-  watchdogVerdict,
-} from "@agl/core";
-import type { z } from "zod";
+import type { AttemptedRollout, Rollout, Span } from "@agl/core";
+import { attemptsBySpanRollout } from "../shared/records.js";
 import { RolloutMutation } from "../shared/rollout-mutation.js";
 import { toJson, toJsonRequired } from "../shared/schemas.js";
 import {
@@ -28,26 +20,6 @@ import {
   ROLLOUT_WITH_LATEST,
   rolloutFromPg,
 } from "./pg-db.js";
-
-/** A new rollout record (the latest resources id when none is given). */
-export function newRollout(
-  req: z.output<typeof EnqueueRolloutRequestSchema>,
-  status: Rollout["status"],
-  now: number,
-  latestResources: string | null,
-): Rollout {
-  return {
-    rollout_id: newRolloutId(),
-    input: req.input,
-    start_time: now,
-    end_time: null,
-    mode: req.mode ?? null,
-    resources_id: req.resources_id ?? latestResources,
-    status,
-    config: req.config ?? RolloutConfigSchema.parse({}),
-    metadata: req.metadata ?? {},
-  };
-}
 
 /** Insert rollouts in one statement, in order; `queueSeqs[i]` null = not queued. */
 export async function insertRollouts(
@@ -72,6 +44,22 @@ export async function insertRollouts(
       rollouts.map((r) => toJsonRequired(r.config, "config")),
       rollouts.map((r) => toJsonRequired(r.metadata, "metadata")),
       queueSeqs,
+    ],
+  );
+}
+
+/** Write the patchable fields of a rollout (its status goes through RolloutMutation). */
+export async function updateRolloutFields(c: Queryable, rollout: Rollout): Promise<void> {
+  await c.query(
+    `UPDATE rollouts SET input = $2::jsonb, mode = $3, resources_id = $4, config = $5::jsonb, metadata = $6::jsonb
+     WHERE rollout_id = $1`,
+    [
+      rollout.rollout_id,
+      toJson(rollout.input, "input"),
+      rollout.mode,
+      rollout.resources_id,
+      toJsonRequired(rollout.config, "config"),
+      toJsonRequired(rollout.metadata, "metadata"),
     ],
   );
 }
@@ -113,9 +101,7 @@ export async function claimRollouts(
       // The previous attempts do not matter to a claim: it only appends a new latest one.
       const rollout = rolloutFromPg(row);
       const m = new RolloutMutation(rollout, null, row.attempt_count, now);
-      const attempt = m.newAttempt(workerId);
-      const event = m.workerEvents[m.workerEvents.length - 1];
-      if (workerId && event) event.dequeued = true;
+      const attempt = m.claim(workerId);
       items.push({ m, prev: row, pop: true });
       claimed.push({ ...rollout, attempt });
     }
@@ -152,14 +138,8 @@ export async function ingestSpans(
   });
   const storedKeys = await insertSpans(c, unique);
   const stored = unique.filter((s) => storedKeys.has(spanKey(s)));
-  const active = new Map<string, Set<string>>();
-  for (const s of stored) {
-    let set = active.get(s.rollout_id);
-    if (!set) active.set(s.rollout_id, (set = new Set()));
-    set.add(s.attempt_id);
-  }
   const items: PersistItem[] = [];
-  for (const [rid, aids] of active) {
+  for (const [rid, aids] of attemptsBySpanRollout(stored)) {
     const l = loaded.get(rid)!;
     const m = new RolloutMutation(l.rollout, l.latest, l.row.attempt_count, now);
     for (const aid of aids) m.recordActivity(attempts.get(key(rid, aid))!, now);
@@ -185,11 +165,7 @@ export async function expireDue(
   const terminal: string[] = [];
   const items = due.map((loaded): PersistItem => {
     const m = new RolloutMutation(loaded.rollout, loaded.latest, loaded.row.attempt_count, now);
-    const verdict = loaded.latest ? watchdogVerdict(loaded.rollout, loaded.latest, now) : null;
-    if (verdict && loaded.latest) {
-      m.setAttemptStatus(loaded.latest, verdict);
-      applied++;
-    }
+    if (m.applyWatchdogVerdict()) applied++;
     if (m.terminal) terminal.push(loaded.rollout.rollout_id);
     return { m, prev: loaded.row };
   });

@@ -31,6 +31,7 @@ import {
   SPAN_COLUMNS,
   WORKER_COLUMNS,
 } from "../shared/columns.js";
+import { alreadyDecoded, resourcesFromColumns, workerFromColumns } from "../shared/row-mapping.js";
 import { toJson, toJsonRequired } from "../shared/schemas.js";
 import { type ColumnMap, limitSql, orderBySql, postgresDialect, whereSql } from "../shared/sql-query.js";
 import {
@@ -44,33 +45,8 @@ import {
 
 const TERMINAL = `('failed', 'succeeded', 'cancelled')`;
 
-interface ResourcesRow {
-  resources_id: string;
-  resources: ResourcesUpdate["resources"];
-  create_time: number;
-  update_time: number;
-  version: number;
-}
-
-const resourcesFromPg = (row: ResourcesRow): ResourcesUpdate => ({
-  resources_id: row.resources_id,
-  resources: row.resources,
-  create_time: row.create_time,
-  update_time: row.update_time,
-  version: row.version,
-});
-
-const workerFromPg = (row: Worker & { pk?: unknown }): Worker => ({
-  worker_id: row.worker_id,
-  status: row.status,
-  heartbeat_stats: row.heartbeat_stats,
-  last_heartbeat_time: row.last_heartbeat_time,
-  last_dequeue_time: row.last_dequeue_time,
-  last_busy_time: row.last_busy_time,
-  last_idle_time: row.last_idle_time,
-  current_rollout_id: row.current_rollout_id,
-  current_attempt_id: row.current_attempt_id,
-});
+const resourcesFromPg = (row: ResourcesUpdate): ResourcesUpdate => resourcesFromColumns(row, alreadyDecoded);
+const workerFromPg = (row: Worker): Worker => workerFromColumns(row, alreadyDecoded);
 
 /**
  * Filter, sort and page. When the sort field has no scalar column, every match is loaded and sorted
@@ -234,7 +210,7 @@ export class PgQueries {
 
   resources(query: ResourcesQuery): Promise<PaginatedResult<ResourcesUpdate>> {
     const { filter, page: p } = normalizeResourcesQuery(query);
-    return page<ResourcesRow, ResourcesUpdate>(
+    return page<ResourcesUpdate, ResourcesUpdate>(
       this.db,
       "resources",
       "*",
@@ -247,14 +223,14 @@ export class PgQueries {
   }
 
   async resourcesById(id: string): Promise<ResourcesUpdate | null> {
-    const { rows } = await this.db.query<ResourcesRow>("SELECT * FROM resources WHERE resources_id = $1", [
+    const { rows } = await this.db.query<ResourcesUpdate>("SELECT * FROM resources WHERE resources_id = $1", [
       id,
     ]);
     return rows[0] ? resourcesFromPg(rows[0]) : null;
   }
 
   async latestResources(): Promise<ResourcesUpdate | null> {
-    const { rows } = await this.db.query<ResourcesRow>(
+    const { rows } = await this.db.query<ResourcesUpdate>(
       "SELECT * FROM resources ORDER BY touch_seq DESC LIMIT 1",
     );
     return rows[0] ? resourcesFromPg(rows[0]) : null;
@@ -262,7 +238,7 @@ export class PgQueries {
 
   /** Add (id null) or upsert resources atomically; the result becomes the latest. */
   async putResources(id: string | null, resources: NamedResources, now: number): Promise<ResourcesUpdate> {
-    const { rows } = await this.db.query<ResourcesRow>(
+    const { rows } = await this.db.query<ResourcesUpdate>(
       `INSERT INTO resources (resources_id, resources, create_time, update_time, version, touch_seq)
        VALUES ($1, $2::jsonb, $3, $3, 1, nextval('resources_touch_seq'))
        ON CONFLICT (resources_id) DO UPDATE SET resources = EXCLUDED.resources, update_time = EXCLUDED.update_time,

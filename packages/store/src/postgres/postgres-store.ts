@@ -4,64 +4,46 @@
  * inserts and state writes are batched with unnest, the per-rollout span sequence is an atomic upsert,
  * and terminal rollouts are announced with NOTIFY so waiters in other processes wake at once. Status
  * logic comes from @agl/core's state machine through RolloutMutation, as in every other store.
+ * Validation and the read side come from DurableStoreBase; this file holds the PostgreSQL transactions.
  */
 import {
   type Attempt,
   type AttemptedRollout,
   type AttemptPatch,
   AttemptPatchSchema,
-  type AttemptQuery,
-  assertRolloutTransition,
   type EnqueueRolloutRequest,
   EnqueueRolloutRequestSchema,
   type LightningStore,
   type NamedResources,
-  NamedResourcesSchema,
   nowSeconds,
-  type PaginatedResult,
   parseOrThrow,
-  type ResourcesQuery,
   type ResourcesUpdate,
   type Rollout,
   type RolloutPatch,
   RolloutPatchSchema,
-  type RolloutQuery,
   type Span,
-  type SpanInput,
-  type SpanQuery,
   SpanSchema,
   type StartRolloutRequest,
-  type StoreCapabilities,
   StoreClosedError,
   type StoreStatistics,
   spanFromReadable,
   type Worker,
-  type WorkerQuery,
 } from "@agl/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import pg from "pg";
 import { z } from "zod";
+import { DurableStoreBase, type Effects, newEffects, recordEffects } from "../shared/durable-store.js";
+import { applyAttemptPatch, applyRolloutFields } from "../shared/patches.js";
+import { newRollout } from "../shared/records.js";
 import { RolloutMutation } from "../shared/rollout-mutation.js";
 import {
-  DEFAULT_WAIT_POLL_INTERVAL_MS,
-  DEFAULT_WATCHDOG_MAX_SLEEP_MS,
   DequeueManySchema,
   DequeueOptionsSchema,
   type DurableStoreOptions,
   DurableStoreOptionsSchema,
   IdSchema,
-  ReadableSpanSchema,
-  SeqPairsSchema,
-  SequenceIdSchema,
   StartRolloutSchema,
-  toJson,
-  toJsonRequired,
-  WaitSchema,
-  WorkerUpdateSchema,
 } from "../shared/schemas.js";
-import { acquireHub, type CompletionHub, releaseHub, waitForTerminal } from "../shared/waiters.js";
-import { Watchdog } from "../shared/watchdog.js";
-import { migratePostgres } from "./migrations.js";
 import {
   allocateSequences,
   key,
@@ -77,9 +59,10 @@ import {
   ingestSpans,
   insertRollouts,
   latestResourcesId,
-  newRollout,
+  updateRolloutFields,
 } from "./pg-ops.js";
 import { PgQueries } from "./pg-queries.js";
+import { openMigratedPool } from "./pool.js";
 import { withTransaction } from "./transaction.js";
 
 export const PostgresStoreOptionsSchema = DurableStoreOptionsSchema.extend({
@@ -95,67 +78,27 @@ export const PostgresStoreOptionsSchema = DurableStoreOptionsSchema.extend({
 }).strict();
 export type PostgresStoreOptions = DurableStoreOptions & z.input<typeof PostgresStoreOptionsSchema>;
 
-export class PostgresLightningStore implements LightningStore {
-  readonly capabilities: StoreCapabilities = {
-    thread_safe: true,
-    async_safe: true,
-    zero_copy: false,
-    otlp_traces: false,
-  };
-  private readonly queries: PgQueries;
-  private readonly watchdog: Watchdog;
-  private readonly hub: CompletionHub;
-  private readonly hubKey: string;
+export class PostgresLightningStore extends DurableStoreBase implements LightningStore {
+  protected readonly queries: PgQueries;
   private readonly channel: string;
-  private readonly startedAt = nowSeconds();
   private listener: pg.Client | null = null;
-  private closed = false;
-  /** Attempts this instance's watchdog timed out or marked unresponsive (exactly-once checks sum these). */
-  private verdicts = 0;
 
   private constructor(
     private readonly pool: pg.Pool,
     readonly schema: string,
-    private readonly opts: z.output<typeof PostgresStoreOptionsSchema>,
+    opts: z.output<typeof PostgresStoreOptionsSchema>,
     url: string,
   ) {
+    super(`postgres:${url}#${schema}`, "postgres", opts);
     this.queries = new PgQueries(pool);
-    this.hubKey = `postgres:${url}#${schema}`;
-    this.hub = acquireHub(this.hubKey);
     this.channel = `agl_terminal_${schema}`;
-    this.watchdog = new Watchdog((now) => this.expire(now), {
-      active: opts.watchdog ?? true,
-      maxSleepMs: opts.watchdogMaxSleepMs ?? DEFAULT_WATCHDOG_MAX_SLEEP_MS,
-      onError: (error) => console.error("[agl-store] postgres watchdog pass failed:", error),
-    });
   }
 
   /** Connect, create the schema if needed, apply migrations and start the watchdog. */
   static async connect(url: string, options: PostgresStoreOptions = {}): Promise<PostgresLightningStore> {
     const opts = parseOrThrow(PostgresStoreOptionsSchema, options, "options");
     const schema = opts.schema ?? "public";
-    const pool = new pg.Pool({
-      connectionString: url,
-      max: opts.poolSize ?? 10,
-      options: `-c search_path=${schema}`,
-    });
-    // An idle client losing its connection must not crash the process; the next query reconnects.
-    pool.on("error", (error) => console.error("[agl-store] idle postgres client error:", error.message));
-    try {
-      const client = await pool.connect();
-      try {
-        await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`).catch((error) => {
-          // Concurrent creators race on the catalog; the schema exists either way.
-          if ((error as { code?: string }).code !== "23505") throw error;
-        });
-        await migratePostgres(client);
-      } finally {
-        client.release();
-      }
-    } catch (error) {
-      await pool.end();
-      throw error;
-    }
+    const pool = await openMigratedPool(url, schema, opts.poolSize ?? 10);
     const store = new PostgresLightningStore(pool, schema, opts, url);
     if (opts.listen ?? true) await store.startListening(url);
     await store.watchdog.run(nowSeconds());
@@ -177,8 +120,7 @@ export class PostgresLightningStore implements LightningStore {
     this.listener = client;
   }
 
-  /** Every public call starts here: refuse after close, then apply due watchdog verdicts. */
-  private async enter(): Promise<void> {
+  protected async enter(): Promise<void> {
     if (this.closed) throw new StoreClosedError();
     const now = nowSeconds();
     if (this.watchdog.isDue(now)) await this.watchdog.run(now);
@@ -187,13 +129,13 @@ export class PostgresLightningStore implements LightningStore {
   /** Run `fn` in a transaction (retried on deadlock/serialization failure), then publish its effects. */
   private async write<T>(fn: (c: Queryable, effects: Effects) => Promise<T>): Promise<T> {
     await this.enter();
-    let effects: Effects = { terminal: [], deadlines: [] };
+    let effects = newEffects();
     const result = await withTransaction(this.pool, async (c) => {
-      effects = { terminal: [], deadlines: [] };
+      // A retried transaction starts over, so do its effects.
+      effects = newEffects();
       return fn(c, effects);
     });
-    for (const d of effects.deadlines) this.watchdog.note(d);
-    if (effects.terminal.length > 0) this.hub.notify(effects.terminal);
+    this.publish(effects);
     return result;
   }
 
@@ -205,14 +147,11 @@ export class PostgresLightningStore implements LightningStore {
   ): Promise<void> {
     // NOTIFY (delivered at commit) wakes waiters in other processes.
     await persistMutations(c, items, { extraPops, notifyChannel: this.channel });
-    for (const { m } of items) {
-      if (m.terminal) effects.terminal.push(m.rollout.rollout_id);
-      effects.deadlines.push(m.deadline);
-    }
+    for (const { m } of items) recordEffects(effects, m);
   }
 
   /** One watchdog pass: lock due rollouts (skipping ones another instance holds) and apply each verdict once. */
-  private async expire(now: number): Promise<number | null> {
+  protected async expire(now: number): Promise<number | null> {
     if (this.closed) return null;
     const terminal: string[] = [];
     let applied = 0;
@@ -274,10 +213,6 @@ export class PostgresLightningStore implements LightningStore {
     });
   }
 
-  async enqueueRollout(request: EnqueueRolloutRequest): Promise<Rollout> {
-    return (await this.enqueueManyRollouts([request]))[0]!;
-  }
-
   async enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
     const reqs = parseOrThrow(z.array(EnqueueRolloutRequestSchema), requests, "requests");
     await this.enter();
@@ -297,11 +232,6 @@ export class PostgresLightningStore implements LightningStore {
     const rollouts = reqs.map((req) => newRollout(req, "queuing", now, latest));
     await insertRollouts(this.pool, rollouts, ordered);
     return rollouts;
-  }
-
-  async dequeueRollout(options: { workerId?: string | null } = {}): Promise<AttemptedRollout | null> {
-    const { workerId } = parseOrThrow(DequeueOptionsSchema, options, "options");
-    return (await this.dequeueManyRollouts({ limit: 1, workerId }))[0] ?? null;
   }
 
   async dequeueManyRollouts(options: {
@@ -342,42 +272,14 @@ export class PostgresLightningStore implements LightningStore {
     });
   }
 
-  async queryRollouts(query: RolloutQuery = {}): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
-    await this.enter();
-    return this.queries.rollouts(query);
-  }
-
-  async getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
-    const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
-    await this.enter();
-    return this.queries.rolloutById(rid);
-  }
-
   async updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout> {
     const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
     const p = parseOrThrow(RolloutPatchSchema, patch, "patch");
     return this.write(async (c, effects) => {
       const loaded = await lockRollout(c, rid);
       const rollout = loaded.rollout;
-      if (p.status !== undefined) assertRolloutTransition(rid, rollout.status, p.status);
-      if ("input" in p) rollout.input = p.input;
-      if (p.mode !== undefined) rollout.mode = p.mode;
-      if (p.resources_id !== undefined) rollout.resources_id = p.resources_id;
-      if (p.config !== undefined) rollout.config = p.config;
-      if (p.metadata !== undefined) rollout.metadata = p.metadata;
-      await c.query(
-        `UPDATE rollouts SET input = $2::jsonb, mode = $3, resources_id = $4, config = $5::jsonb, metadata = $6::jsonb
-         WHERE rollout_id = $1`,
-        [
-          rid,
-          toJson(rollout.input, "input"),
-          rollout.mode,
-          rollout.resources_id,
-          toJsonRequired(rollout.config, "config"),
-          toJsonRequired(rollout.metadata, "metadata"),
-        ],
-      );
-      // Status last: the new config (timeouts) must be in place when the deadline is recomputed.
+      applyRolloutFields(rollout, p);
+      await updateRolloutFields(c, rollout);
       const m = new RolloutMutation(rollout, loaded.latest, loaded.row.attempt_count, nowSeconds());
       m.setRolloutStatus(p.status ?? rollout.status);
       await this.persist(c, effects, [{ m, prev: loaded.row }]);
@@ -385,49 +287,7 @@ export class PostgresLightningStore implements LightningStore {
     });
   }
 
-  async waitForRollouts(
-    rolloutIds: string[],
-    options: { timeoutSeconds?: number | null } = {},
-  ): Promise<Rollout[]> {
-    const { rolloutIds: ids, timeoutSeconds } = parseOrThrow(WaitSchema, { rolloutIds, ...options }, "");
-    await this.enter();
-    const unique = [...new Set(ids)];
-    const done = await this.queries.terminalRollouts(unique);
-    const existing = await this.queries.existingRolloutIds(unique);
-    const pending = unique.filter((id) => existing.has(id) && !done.has(id));
-    const timeout = timeoutSeconds === undefined ? null : timeoutSeconds;
-    let final = done;
-    if (pending.length > 0 && (timeout === null || timeout > 0)) {
-      await waitForTerminal(
-        this.hub,
-        pending,
-        timeout,
-        this.opts.waitPollIntervalMs ?? DEFAULT_WAIT_POLL_INTERVAL_MS,
-        async (left) => {
-          await this.enter();
-          return new Set((await this.queries.terminalRollouts(left)).keys());
-        },
-        () => this.closed,
-      );
-      if (this.closed) throw new StoreClosedError();
-      final = await this.queries.terminalRollouts(unique);
-    }
-    return unique.filter((id) => final.has(id)).map((id) => final.get(id)!);
-  }
-
   // --- attempts
-
-  async queryAttempts(rolloutId: string, query: AttemptQuery = {}): Promise<PaginatedResult<Attempt>> {
-    const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
-    await this.enter();
-    return this.queries.attempts(rid, query);
-  }
-
-  async getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
-    const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
-    await this.enter();
-    return this.queries.latestAttempt(rid);
-  }
 
   async updateAttempt(
     rolloutId: string,
@@ -441,68 +301,27 @@ export class PostgresLightningStore implements LightningStore {
       const loaded = await lockRollout(c, rid);
       const attempt = (await loadAttempts(c, [{ loaded, aid }])).get(key(rid, aid))!;
       const m = new RolloutMutation(loaded.rollout, loaded.latest, loaded.row.attempt_count, nowSeconds());
-      m.touch(attempt);
-      if (p.worker_id !== undefined) attempt.worker_id = p.worker_id;
-      if (p.metadata !== undefined) attempt.metadata = p.metadata;
-      if (p.status !== undefined) {
-        if (p.last_heartbeat_time !== undefined) attempt.last_heartbeat_time = p.last_heartbeat_time;
-        m.setAttemptStatus(attempt, p.status);
-      } else if (p.last_heartbeat_time !== undefined) {
-        // A bare heartbeat is a sign of life, exactly like a span.
-        m.recordActivity(attempt, p.last_heartbeat_time);
-      } else if (p.worker_id !== undefined) {
-        m.syncWorker(attempt);
-      }
+      applyAttemptPatch(m, attempt, p);
       await this.persist(c, effects, [{ m, prev: loaded.row }]);
       return attempt;
     });
   }
 
-  // --- resources
+  // --- hooks of DurableStoreBase
 
-  async addResources(resources: NamedResources): Promise<ResourcesUpdate> {
-    const named = parseOrThrow(NamedResourcesSchema, resources, "resources");
-    await this.enter();
-    return this.queries.putResources(null, named, nowSeconds());
+  protected saveResources(id: string | null, resources: NamedResources): Promise<ResourcesUpdate> {
+    return this.queries.putResources(id, resources, nowSeconds());
   }
 
-  async updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate> {
-    const id = parseOrThrow(IdSchema, resourcesId, "resources_id");
-    const named = parseOrThrow(NamedResourcesSchema, resources, "resources");
-    await this.enter();
-    return this.queries.putResources(id, named, nowSeconds());
+  protected saveHeartbeat(
+    workerId: string,
+    stats: Record<string, unknown> | null | undefined,
+  ): Promise<Worker> {
+    return this.queries.heartbeatWorker(workerId, stats, nowSeconds());
   }
 
-  async getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
-    const id = parseOrThrow(IdSchema, resourcesId, "resources_id");
-    await this.enter();
-    return this.queries.resourcesById(id);
-  }
-
-  async getLatestResources(): Promise<ResourcesUpdate | null> {
-    await this.enter();
-    return this.queries.latestResources();
-  }
-
-  async queryResources(query: ResourcesQuery = {}): Promise<PaginatedResult<ResourcesUpdate>> {
-    await this.enter();
-    return this.queries.resources(query);
-  }
-
-  // --- spans
-
-  async addSpan(span: SpanInput): Promise<Span | null> {
-    const parsed = parseOrThrow(SpanSchema, span, "span");
-    return (await this.write((c, effects) => this.storeSpans(c, effects, [parsed])))[0] ?? null;
-  }
-
-  async addManySpans(spans: SpanInput[]): Promise<Span[]> {
-    const parsed = parseOrThrow(z.array(SpanSchema), spans, "spans");
-    if (parsed.length === 0) {
-      await this.enter();
-      return [];
-    }
-    return this.write((c, effects) => this.storeSpans(c, effects, parsed));
+  protected writeSpans(spans: Span[]): Promise<Span[]> {
+    return this.write((c, effects) => this.storeSpans(c, effects, spans));
   }
 
   /** Store spans and persist the activity they record. */
@@ -512,90 +331,31 @@ export class PostgresLightningStore implements LightningStore {
     return stored;
   }
 
-  async addOtelSpan(
-    rolloutId: string,
-    attemptId: string,
+  protected writeOtelSpan(
+    rid: string,
+    aid: string,
     span: ReadableSpan,
-    sequenceId?: number,
+    seq: number | undefined,
   ): Promise<Span | null> {
-    const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
-    const aid = parseOrThrow(IdSchema, attemptId, "attempt_id");
-    const readable = parseOrThrow(ReadableSpanSchema, span, "span");
-    const seq = parseOrThrow(SequenceIdSchema, sequenceId, "sequence_id");
     return this.write(async (c, effects) => {
       await loadAttempts(c, [{ loaded: await lockRollout(c, rid), aid }]);
       const sequence = seq ?? (await allocateSequences(c, new Map([[rid, 1]]))).get(rid)!;
-      const converted = spanFromReadable(readable, { rolloutId: rid, attemptId: aid, sequenceId: sequence });
+      const converted = spanFromReadable(span, { rolloutId: rid, attemptId: aid, sequenceId: sequence });
       return (await this.storeSpans(c, effects, [parseOrThrow(SpanSchema, converted, "span")]))[0] ?? null;
     });
   }
 
-  async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
-    const rid = parseOrThrow(z.string(), rolloutId, "rollout_id");
-    parseOrThrow(z.string(), attemptId, "attempt_id");
-    await this.enter();
-    return (await allocateSequences(this.pool, new Map([[rid, 1]]))).get(rid)!;
-  }
-
-  async getManySpanSequenceIds(pairs: ReadonlyArray<readonly [string, string]>): Promise<number[]> {
-    const list = parseOrThrow(SeqPairsSchema, pairs, "pairs");
-    await this.enter();
-    if (list.length === 0) return [];
-    const counts = new Map<string, number>();
-    for (const [rid] of list) counts.set(rid, (counts.get(rid) ?? 0) + 1);
-    // One atomic statement reserves a block per rollout; hand the block out in request order.
+  /** One atomic statement reserves a block per rollout (it returns each block's last id). */
+  protected async reserveSequences(counts: Map<string, number>): Promise<Map<string, number>> {
     const last = await allocateSequences(this.pool, counts);
-    const next = new Map([...counts].map(([rid, n]) => [rid, last.get(rid)! - n + 1]));
-    return list.map(([rid]) => {
-      const value = next.get(rid)!;
-      next.set(rid, value + 1);
-      return value;
-    });
-  }
-
-  async querySpans(rolloutId: string, query: SpanQuery = {}): Promise<PaginatedResult<Span>> {
-    const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
-    await this.enter();
-    return this.queries.spans(rid, query);
-  }
-
-  // --- workers
-
-  async queryWorkers(query: WorkerQuery = {}): Promise<PaginatedResult<Worker>> {
-    await this.enter();
-    return this.queries.workers(query);
-  }
-
-  async getWorkerById(workerId: string): Promise<Worker | null> {
-    const wid = parseOrThrow(IdSchema, workerId, "worker_id");
-    await this.enter();
-    return this.queries.workerById(wid);
-  }
-
-  async updateWorker(
-    workerId: string,
-    update: { heartbeat_stats?: Record<string, unknown> | null } = {},
-  ): Promise<Worker> {
-    const wid = parseOrThrow(IdSchema, workerId, "worker_id");
-    const u = parseOrThrow(WorkerUpdateSchema, update, "update");
-    await this.enter();
-    return this.queries.heartbeatWorker(wid, u.heartbeat_stats, nowSeconds());
+    return new Map([...counts].map(([rid, n]) => [rid, last.get(rid)! - n + 1]));
   }
 
   async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    this.watchdog.stop();
-    this.hub.notifyAll();
-    releaseHub(this.hubKey);
+    if (!this.shutDown()) return;
     const listener = this.listener;
     this.listener = null;
     await listener?.end().catch(() => {});
     await this.pool.end();
   }
-}
-
-interface Effects {
-  terminal: string[];
-  deadlines: Array<number | null>;
 }

@@ -29,6 +29,9 @@ export interface StoreAppOptions {
   shutdownSignal?: AbortSignal;
 }
 
+/** Marks every answer of this server; @agl/client skips re-parsing hot-route answers that carry it. */
+export const AGL_SERVER_HEADER = "x-agl-server";
+
 export const DEFAULT_BODY_LIMIT_BYTES = 32 * 1024 * 1024;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 
@@ -44,6 +47,8 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
 
   app.use("*", async (c, next) => {
     const started = performance.now();
+    // Tells agl clients that answers come from stores that validated them (see @agl/client trusted.ts).
+    c.header(AGL_SERVER_HEADER, "agl-ts");
     await next();
     logger.info("request", {
       method: c.req.method,

@@ -65,17 +65,19 @@ function readIncoming(incoming: IncomingMessage, maxSize: number): Promise<Buffe
 /** Seed hono's body cache so every body reader (text, arrayBuffer, json) uses these bytes. */
 function cacheBody(c: Context, body: Buffer): void {
   const cache = c.req.bodyCache as Record<string, unknown>;
-  cache.arrayBuffer = Promise.resolve(
-    body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength) as ArrayBuffer,
-  );
-  let text: Promise<string> | undefined;
-  // Decoded only if a route asks for text (OTLP protobuf bodies never are).
-  Object.defineProperty(cache, "text", {
+  // Each form is made only if a route asks for it (JSON routes read text, OTLP reads bytes).
+  lazy(cache, "text", () => body.toString("utf8"));
+  lazy(cache, "arrayBuffer", () => body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength));
+}
+
+function lazy(target: Record<string, unknown>, key: string, make: () => unknown): void {
+  let value: Promise<unknown> | undefined;
+  Object.defineProperty(target, key, {
     enumerable: true,
     configurable: true,
     get: () => {
-      text ??= Promise.resolve(body.toString("utf8"));
-      return text;
+      value ??= Promise.resolve(make());
+      return value;
     },
   });
 }

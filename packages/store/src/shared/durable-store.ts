@@ -124,13 +124,19 @@ export abstract class DurableStoreBase {
   ): MaybePromise<Span | null>;
   /** Reserve `count` consecutive sequence ids per rollout; returns the first of each block. */
   protected abstract reserveSequences(counts: Map<string, number>): MaybePromise<Map<string, number>>;
-  protected abstract saveResources(id: string | null, resources: NamedResources): MaybePromise<ResourcesUpdate>;
+  protected abstract saveResources(
+    id: string | null,
+    resources: NamedResources,
+  ): MaybePromise<ResourcesUpdate>;
   protected abstract saveHeartbeat(
     workerId: string,
     stats: Record<string, unknown> | null | undefined,
   ): MaybePromise<Worker>;
   abstract enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]>;
-  abstract dequeueManyRollouts(options: { limit: number; workerId?: string | null }): Promise<AttemptedRollout[]>;
+  abstract dequeueManyRollouts(options: {
+    limit: number;
+    workerId?: string | null;
+  }): Promise<AttemptedRollout[]>;
 
   /** Announce a committed transaction's effects to this instance's watchdog and waiters. */
   protected publish(effects: Effects): void {

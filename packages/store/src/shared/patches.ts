@@ -27,7 +27,11 @@ export function applyRolloutFields(rollout: Rollout, patch: z.output<typeof Roll
 }
 
 /** Apply an attempt patch through the mutation, so status, activity and worker effects follow the state machine. */
-export function applyAttemptPatch(m: RolloutMutation, attempt: Attempt, patch: z.output<typeof AttemptPatchSchema>): void {
+export function applyAttemptPatch(
+  m: RolloutMutation,
+  attempt: Attempt,
+  patch: z.output<typeof AttemptPatchSchema>,
+): void {
   m.touch(attempt);
   if (patch.worker_id !== undefined) attempt.worker_id = patch.worker_id;
   if (patch.metadata !== undefined) attempt.metadata = patch.metadata;

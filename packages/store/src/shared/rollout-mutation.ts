@@ -21,6 +21,7 @@ import {
   rolloutStatusAfterAttempt,
   statusesAfterActivity,
   type WorkerStatus,
+  watchdogVerdict,
   workerStatusForAttempt,
 } from "@agl/core";
 
@@ -109,6 +110,22 @@ export class RolloutMutation {
     this.setRolloutStatus("preparing");
     this.syncWorker(attempt);
     return attempt;
+  }
+
+  /** A worker claims the rollout off the queue: a new attempt, and the claim counts as its dequeue. */
+  claim(workerId: string | null): Attempt {
+    const attempt = this.newAttempt(workerId);
+    const event = this.workerEvents[this.workerEvents.length - 1];
+    if (workerId && event) event.dequeued = true;
+    return attempt;
+  }
+
+  /** Apply the watchdog's verdict on the latest attempt at `now`, if any; true when one was applied. */
+  applyWatchdogVerdict(): boolean {
+    const verdict = this.latest ? watchdogVerdict(this.rollout, this.latest, this.now) : null;
+    if (!verdict || !this.latest) return false;
+    this.setAttemptStatus(this.latest, verdict);
+    return true;
   }
 
   /** Move an attempt to `status` (checked); mirror it to the rollout when it is the latest; sync its worker. */

@@ -1,5 +1,12 @@
 /** Row shapes of the SQLite tables and their conversion to the wire types of @agl/core. */
 import type { Attempt, ResourcesUpdate, Rollout, Span, Worker } from "@agl/core";
+import {
+  attemptFromColumns,
+  type DecodeJson,
+  resourcesFromColumns,
+  rolloutFromColumns,
+  workerFromColumns,
+} from "../shared/row-mapping.js";
 
 export interface RolloutRow {
   pk: number;
@@ -41,56 +48,12 @@ export interface WorkerRow extends Omit<Worker, "heartbeat_stats"> {
   heartbeat_stats: string | null;
 }
 
-export function rolloutFromRow(row: RolloutRow): Rollout {
-  return {
-    rollout_id: row.rollout_id,
-    input: row.input === null ? undefined : JSON.parse(row.input),
-    start_time: row.start_time,
-    end_time: row.end_time,
-    mode: row.mode,
-    resources_id: row.resources_id,
-    status: row.status,
-    config: JSON.parse(row.config),
-    metadata: JSON.parse(row.metadata),
-  };
-}
+const parse = JSON.parse as DecodeJson;
 
-export function attemptFromRow(row: AttemptRow): Attempt {
-  return {
-    rollout_id: row.rollout_id,
-    attempt_id: row.attempt_id,
-    sequence_id: row.sequence_id,
-    start_time: row.start_time,
-    end_time: row.end_time,
-    status: row.status,
-    worker_id: row.worker_id,
-    last_heartbeat_time: row.last_heartbeat_time,
-    metadata: JSON.parse(row.metadata),
-  };
-}
-
-export function resourcesFromRow(row: ResourcesRow): ResourcesUpdate {
-  return {
-    resources_id: row.resources_id,
-    resources: JSON.parse(row.resources),
-    create_time: row.create_time,
-    update_time: row.update_time,
-    version: row.version,
-  };
-}
-
-export function workerFromRow(row: WorkerRow): Worker {
-  return {
-    worker_id: row.worker_id,
-    status: row.status,
-    heartbeat_stats: row.heartbeat_stats === null ? null : JSON.parse(row.heartbeat_stats),
-    last_heartbeat_time: row.last_heartbeat_time,
-    last_dequeue_time: row.last_dequeue_time,
-    last_busy_time: row.last_busy_time,
-    last_idle_time: row.last_idle_time,
-    current_rollout_id: row.current_rollout_id,
-    current_attempt_id: row.current_attempt_id,
-  };
-}
+export const rolloutFromRow = (row: RolloutRow): Rollout =>
+  rolloutFromColumns(row, row.input === null ? undefined : JSON.parse(row.input), parse);
+export const attemptFromRow = (row: AttemptRow): Attempt => attemptFromColumns(row, parse);
+export const resourcesFromRow = (row: ResourcesRow): ResourcesUpdate => resourcesFromColumns(row, parse);
+export const workerFromRow = (row: WorkerRow): Worker => workerFromColumns(row, parse);
 
 export const spanFromData = (data: string): Span => JSON.parse(data) as Span;

@@ -4,42 +4,13 @@
  * (with the row as loaded) as soon as it is complete. Status logic comes from @agl/core's state
  * machine through RolloutMutation.
  */
-import {
-  type Attempt,
-  type AttemptedRollout,
-  type EnqueueRolloutRequestSchema,
-  newRolloutId,
-  type Rollout,
-  RolloutConfigSchema,
-  type Span,
-  watchdogVerdict,
-} from "@agl/core";
-import type { z } from "zod";
+import type { Attempt, AttemptedRollout, Span } from "@agl/core";
+import { attemptsBySpanRollout } from "../shared/records.js";
 import { RolloutMutation } from "../shared/rollout-mutation.js";
 import { type RolloutRow, rolloutFromRow } from "./rows.js";
 import type { LoadedRollout, SqliteDb } from "./sqlite-db.js";
 
 export type Persist = (m: RolloutMutation, prev: RolloutRow | null, pop?: boolean) => void;
-
-/** A new rollout record (the latest resources id when none is given). */
-export function newRollout(
-  req: z.output<typeof EnqueueRolloutRequestSchema>,
-  status: Rollout["status"],
-  now: number,
-  latestResources: string | null,
-): Rollout {
-  return {
-    rollout_id: newRolloutId(),
-    input: req.input,
-    start_time: now,
-    end_time: null,
-    mode: req.mode ?? null,
-    resources_id: req.resources_id ?? latestResources,
-    status,
-    config: req.config ?? RolloutConfigSchema.parse({}),
-    metadata: req.metadata ?? {},
-  };
-}
 
 /** Claim up to `limit` queued rollouts in FIFO order; stale entries (no longer queuing-like) are popped and skipped. */
 export function claimRollouts(
@@ -61,9 +32,7 @@ export function claimRollouts(
       // The previous attempts do not matter to a claim: it only appends a new latest one.
       const rollout = rolloutFromRow(row);
       const m = new RolloutMutation(rollout, null, row.attempt_count, now);
-      const attempt = m.newAttempt(workerId);
-      const event = m.workerEvents[m.workerEvents.length - 1];
-      if (workerId && event) event.dequeued = true;
+      const attempt = m.claim(workerId);
       persist(m, row, true);
       out.push({ ...rollout, attempt });
     }
@@ -84,18 +53,14 @@ export function ingestSpans(db: SqliteDb, spans: readonly Span[], now: number, p
       entry.attempts.set(s.attempt_id, db.attempt(entry.loaded, s.attempt_id));
   }
   const stored: Span[] = [];
-  const active = new Map<string, Set<string>>();
   const maxSeq = new Map<string, number>();
   for (const s of spans) {
     if (!db.insertSpan(s)) continue;
     stored.push(s);
     maxSeq.set(s.rollout_id, Math.max(maxSeq.get(s.rollout_id) ?? 0, s.sequence_id));
-    let set = active.get(s.rollout_id);
-    if (!set) active.set(s.rollout_id, (set = new Set()));
-    set.add(s.attempt_id);
   }
   for (const [rid, seq] of maxSeq) db.bumpSequence(rid, seq);
-  for (const [rid, aids] of active) {
+  for (const [rid, aids] of attemptsBySpanRollout(stored)) {
     const { loaded, attempts } = rollouts.get(rid)!;
     const m = new RolloutMutation(loaded.rollout, loaded.latest, loaded.row.attempt_count, now);
     for (const aid of aids) m.recordActivity(attempts.get(aid)!, now);
@@ -118,11 +83,7 @@ export function expireDue(
   for (const row of db.stmt.dueRollouts.all(now, 1000)) {
     const loaded = db.load(row.rollout_id);
     const m = new RolloutMutation(loaded.rollout, loaded.latest, row.attempt_count, now);
-    const verdict = loaded.latest ? watchdogVerdict(loaded.rollout, loaded.latest, now) : null;
-    if (verdict && loaded.latest) {
-      m.setAttemptStatus(loaded.latest, verdict);
-      applied++;
-    }
+    if (m.applyWatchdogVerdict()) applied++;
     persist(m, row);
   }
   return { applied, earliest: db.stmt.earliestDeadline.get()?.earliest ?? null };

@@ -34,6 +34,7 @@ import Database from "better-sqlite3";
 import { z } from "zod";
 import { DurableStoreBase, type Effects, newEffects, recordEffects } from "../shared/durable-store.js";
 import { applyAttemptPatch, applyRolloutFields } from "../shared/patches.js";
+import { newRollout } from "../shared/records.js";
 import { RolloutMutation } from "../shared/rollout-mutation.js";
 import {
   DequeueManySchema,
@@ -46,7 +47,7 @@ import {
 import { migrateSqlite } from "./migrations.js";
 import type { RolloutRow } from "./rows.js";
 import { SqliteDb } from "./sqlite-db.js";
-import { claimRollouts, expireDue, ingestSpans, newRollout } from "./sqlite-ops.js";
+import { claimRollouts, expireDue, ingestSpans } from "./sqlite-ops.js";
 import { SqliteQueries } from "./sqlite-queries.js";
 
 export const SqliteStoreOptionsSchema = DurableStoreOptionsSchema.extend({
@@ -254,7 +255,12 @@ export class SqliteLightningStore extends DurableStoreBase implements LightningS
     return ingestSpans(db, spans, nowSeconds(), (m, prev) => this.persist(m, effects, prev));
   }
 
-  protected writeOtelSpan(rid: string, aid: string, span: ReadableSpan, seq: number | undefined): Span | null {
+  protected writeOtelSpan(
+    rid: string,
+    aid: string,
+    span: ReadableSpan,
+    seq: number | undefined,
+  ): Span | null {
     return this.write((db, effects) => {
       db.attempt(db.load(rid), aid);
       const converted = spanFromReadable(span, {

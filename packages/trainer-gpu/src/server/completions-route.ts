@@ -1,9 +1,9 @@
 import type { Context } from "hono";
-import { streamSSE } from "hono/streaming";
 import type { TokenEvent } from "../generate/generator.js";
 import { completionFinishReason, completionLogprobs } from "./format.js";
-import { newId, nowSec, type RouteContext, SseQueue } from "./route-context.js";
+import { newId, nowSec, type RouteContext } from "./route-context.js";
 import { type CompletionRequest, CompletionRequestSchema, HttpError } from "./schemas.js";
+import { fingerprintOf, streamChunks, usageOf } from "./sse.js";
 
 /** `POST /v1/completions`: text or token-id prompts, vLLM's per-choice prompt/output ids. */
 export async function completion(r: RouteContext, c: Context): Promise<Response> {
@@ -35,77 +35,45 @@ export async function completion(r: RouteContext, c: Context): Promise<Response>
       logprobs: wantLogprobs ? completionLogprobs(r.tokenizer, result.tokens) : null,
       ...(withIds ? { prompt_token_ids: promptIds, token_ids: result.tokenIds } : {}),
     }));
-    const completion = results.reduce((a, r) => a + r.tokenIds.length, 0);
     return c.json({
       id,
       object: "text_completion",
       created,
       model: r.modelName,
-      system_fingerprint: `agl-policy-v${results[0]?.modelVersion ?? r.version}`,
+      system_fingerprint: fingerprintOf(results[0]?.modelVersion ?? r.version),
       choices,
-      usage: {
-        prompt_tokens: promptIds.length,
-        completion_tokens: completion,
-        total_tokens: promptIds.length + completion,
-      },
+      usage: usageOf(promptIds.length, results),
     });
   }
 
-  return streamSSE(c, async (stream) => {
-    let fingerprint = `agl-policy-v${r.version}`;
-    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({
-      id,
-      object: "text_completion",
-      created,
-      model: r.modelName,
-      system_fingerprint: fingerprint,
-      choices,
-      ...extra,
-    });
-    const sse = new SseQueue();
-    const push = (x: unknown) => sse.push(x);
-    const first = new Array<boolean>(n).fill(true);
-    const offsets = new Array<number>(n).fill(0);
-    const onToken = (i: number, e: TokenEvent) => {
-      if (first.every((f) => f)) fingerprint = `agl-policy-v${r.version}`;
-      const choice: Record<string, unknown> = { index: i, text: e.textDelta, finish_reason: null };
-      choice.logprobs =
-        wantLogprobs && e.token ? completionLogprobs(r.tokenizer, [e.token], offsets[i]) : null;
-      offsets[i] = (offsets[i] as number) + e.textDelta.length;
-      if (withIds) {
-        choice.token_ids = e.token ? [e.token.id] : [];
-        if (first[i]) choice.prompt_token_ids = promptIds;
-      }
-      first[i] = false;
-      push(chunk([choice]));
-    };
-    const finished = r.generator.generateMany(r.requests(n, base, body.seed, onToken)).then(
-      (results) => {
-        results.forEach((result, i) => {
-          push(
-            chunk([{ index: i, text: "", logprobs: null, finish_reason: completionFinishReason(result) }]),
-          );
-        });
-        if (body.stream_options?.include_usage) {
-          const completion = results.reduce((a, r) => a + r.tokenIds.length, 0);
-          push(
-            chunk([], {
-              usage: {
-                prompt_tokens: promptIds.length,
-                completion_tokens: completion,
-                total_tokens: promptIds.length + completion,
-              },
-            }),
-          );
+  const first = new Array<boolean>(n).fill(true);
+  const offsets = new Array<number>(n).fill(0);
+  return streamChunks(r, c, {
+    id,
+    object: "text_completion",
+    created,
+    promptTokens: promptIds.length,
+    includeUsage: body.stream_options?.include_usage === true,
+    generate: (sink) => {
+      const onToken = (i: number, e: TokenEvent) => {
+        if (first.every((f) => f)) sink.stampVersion();
+        const choice: Record<string, unknown> = { index: i, text: e.textDelta, finish_reason: null };
+        choice.logprobs =
+          wantLogprobs && e.token ? completionLogprobs(r.tokenizer, [e.token], offsets[i]) : null;
+        offsets[i] = (offsets[i] as number) + e.textDelta.length;
+        if (withIds) {
+          choice.token_ids = e.token ? [e.token.id] : [];
+          if (first[i]) choice.prompt_token_ids = promptIds;
         }
-      },
-      (error) =>
-        push({
-          error: { message: error instanceof Error ? error.message : String(error), type: "server_error" },
-        }),
-    );
-    void finished.finally(() => sse.finish());
-    await sse.pump(stream);
+        first[i] = false;
+        sink.send([choice]);
+      };
+      return r.generator.generateMany(r.requests(n, base, body.seed, onToken));
+    },
+    finish: (sink, results) =>
+      results.forEach((result, i) => {
+        sink.send([{ index: i, text: "", logprobs: null, finish_reason: completionFinishReason(result) }]);
+      }),
   });
 }
 

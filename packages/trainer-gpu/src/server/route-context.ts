@@ -102,38 +102,3 @@ export class RouteContext {
     }));
   }
 }
-
-/**
- * Chunks produced synchronously by the generator's callbacks, written to the SSE stream in order by one
- * writer; ends with `data: [DONE]` once `finish()` was called and the queue is empty.
- */
-export class SseQueue {
-  private readonly queue: unknown[] = [];
-  private wake: (() => void) | undefined;
-  private done = false;
-
-  push(chunk: unknown): void {
-    this.queue.push(chunk);
-    this.wake?.();
-  }
-
-  finish(): void {
-    this.done = true;
-    this.wake?.();
-  }
-
-  async pump(stream: { writeSSE: (m: { data: string }) => Promise<void>; aborted: boolean }): Promise<void> {
-    for (;;) {
-      while (this.queue.length > 0) {
-        if (stream.aborted) return;
-        await stream.writeSSE({ data: JSON.stringify(this.queue.shift()) });
-      }
-      if (this.done) break;
-      await new Promise<void>((resolve) => {
-        this.wake = resolve;
-      });
-      this.wake = undefined;
-    }
-    if (!stream.aborted) await stream.writeSSE({ data: "[DONE]" });
-  }
-}

@@ -14,7 +14,10 @@ afterEach(async () => {
 
 describe("health and statistics", () => {
   it("health is {status: ok}; statistics is a dict of counts", async () => {
-    expect(await h.call("GET", `${API}/health`)).toMatchObject({ status: 200, body: { status: "ok" } });
+    const health = await h.call("GET", `${API}/health`);
+    expect(health).toMatchObject({ status: 200, body: { status: "ok" } });
+    // @agl/client trusts hot-route answers (shape check instead of a full parse) only with this mark.
+    expect(health.headers.get("x-agl-server")).toBe("agl-ts");
     await h.call("POST", `${API}/rollouts`, { input: 1 });
     const stats = await h.call("GET", `${API}/statistics`);
     expect(stats.body).toMatchObject({ total_rollouts: 1, total_attempts: 1 });
