@@ -18,7 +18,7 @@ export interface VisualizeOptions {
  */
 export function visualize(tree: TraceTree, options: VisualizeOptions = {}): string {
   const marks = markNodes(options.analysis);
-  return options.format === "dot" ? toDot(tree, marks) : toText(tree, marks, options.durations ?? true);
+  return options.format === "dot" ? renderDot(tree, marks) : toText(tree, marks, options.durations ?? true);
 }
 
 /** Build the tree, analyse it and render it in one call. */
@@ -90,7 +90,7 @@ const DOT_STYLE: Record<Mark["kind"], string> = {
   "reward-unmatched": 'style="filled,dashed" fillcolor="#fefcbf"',
 };
 
-function toDot(tree: TraceTree, marks: Map<TraceNode, Mark>): string {
+function renderDot(tree: TraceTree, marks: Map<TraceNode, Mark>): string {
   const esc = (s: string) => s.replaceAll("\\", "\\\\").replaceAll('"', '\\"');
   const lines = ["digraph trace {", "  rankdir=TB;", '  node [shape=box fontname="monospace"];'];
   tree.walk((node) => {
