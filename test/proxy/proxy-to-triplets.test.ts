@@ -84,7 +84,11 @@ it("a call with n = 2 gives one triplet per choice, each with its own ids and lo
     const r = await store.startRollout({ input: {} });
     const rid = r.rollout_id;
     const aid = r.attempt.attempt_id;
-    const client = new OpenAI({ baseURL: `${url}/rollout/${rid}/attempt/${aid}/v1`, apiKey: "x", maxRetries: 0 });
+    const client = new OpenAI({
+      baseURL: `${url}/rollout/${rid}/attempt/${aid}/v1`,
+      apiKey: "x",
+      maxRetries: 0,
+    });
     const answer = await client.chat.completions.create({
       model: "m",
       messages: [{ role: "user", content: "pick" }],

@@ -6,7 +6,7 @@ import type { Problem } from "./dataset.js";
 
 const problem: Problem = {
   id: "p",
-  question: "Ann has 37 pens and gets 48 more. How many pens?",
+  question: "Ann has 37 pens, gets 48 more. How many?",
   answer: 85,
   op: "+",
   a: 37,
@@ -32,7 +32,7 @@ async function serve(
 describe("calc-agent", () => {
   it("runs the calculator the model asks for and returns the tool result to it", async () => {
     const { server, resource } = await serve([
-      { content: null, tool_calls: [{ name: "calculator", arguments: '{"expression":"37+48"}' }] },
+      { content: null, tool_calls: [{ name: "calculator", arguments: '{"expr":"37+48"}' }] },
       { content: "85" },
     ]);
     const result = await solve(problem, { llm: resource, rollout: { metadata: { seed: 7 } } });
@@ -49,7 +49,7 @@ describe("calc-agent", () => {
 
   it("shows the model an error for a malformed call and scores a wrong final answer 0", async () => {
     const { server, resource } = await serve([
-      { content: null, tool_calls: [{ name: "calculator", arguments: '{"expression":"37+"}' }] },
+      { content: null, tool_calls: [{ name: "calculator", arguments: '{"expr":"37+"}' }] },
       { content: "84" },
     ]);
     const result = await solve(problem, { llm: resource });
@@ -59,7 +59,7 @@ describe("calc-agent", () => {
 
   it("gives up after the turn limit", async () => {
     const { server, resource } = await serve([
-      { content: null, tool_calls: [{ name: "calculator", arguments: '{"expression":"1+1"}' }] },
+      { content: null, tool_calls: [{ name: "calculator", arguments: '{"expr":"1+1"}' }] },
     ]);
     const result = await solve(problem, { llm: resource });
     expect(result).toEqual({ correct: false, toolCalls: 3, answer: null });

@@ -59,8 +59,8 @@ export async function solve(
       try {
         if (call.type !== "function" || call.function.name !== "calculator")
           throw new CalculatorError("unknown tool");
-        const args = JSON.parse(call.function.arguments) as { expression?: unknown };
-        result = formatResult(calculate(String(args.expression ?? "")));
+        const args = JSON.parse(call.function.arguments) as { expr?: unknown };
+        result = formatResult(calculate(String(args.expr ?? "")));
       } catch (error) {
         // Malformed calls are the model's mistake: show it an error, as a real tool runtime would.
         if (!(error instanceof CalculatorError || error instanceof SyntaxError)) throw error;

@@ -34,7 +34,7 @@ describe("calc-agent dataset", () => {
     for (const d of withTool) {
       const call = (d.messages[1] as { tool_calls: Array<{ function: { arguments: string } }> })
         .tool_calls[0]!;
-      const expr = JSON.parse(call.function.arguments).expression as string;
+      const expr = JSON.parse(call.function.arguments).expr as string;
       expect(String(calculate(expr))).toBe(d.messages[2]!.content);
     }
   });

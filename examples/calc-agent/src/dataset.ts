@@ -2,7 +2,7 @@ import { SeededRandom } from "@agl/trainer-gpu";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 
 /**
- * Arithmetic word problems: "Ann has 37 pens and gets 48 more. How many pens?". Every problem needs
+ * Arithmetic word problems: "Ann has 37 pens, gets 48 more. How many?". Every problem needs
  * one operation on two numbers too large for a tiny model to do in its head, so the reliable way to
  * solve it is to call the calculator and copy the result. Train and validation splits never share an
  * (operation, a, b) triple.
@@ -27,10 +27,12 @@ export const CALCULATOR_TOOL: ChatCompletionTool = {
   function: {
     name: "calculator",
     description: "Evaluate an arithmetic expression with + - * / and parentheses.",
+    // Short names on purpose: the tokenizer is character-level, so every character is a token the tiny
+    // model has to read and write.
     parameters: {
       type: "object",
-      properties: { expression: { type: "string", description: "e.g. 37+48" } },
-      required: ["expression"],
+      properties: { expr: { type: "string", description: "e.g. 37+48" } },
+      required: ["expr"],
     },
   },
 };
@@ -48,7 +50,7 @@ function makeProblem(rng: SeededRandom): Problem {
       a,
       b,
       answer: a + b,
-      question: `${name} has ${a} ${item} and gets ${b} more. How many ${item}?`,
+      question: `${name} has ${a} ${item}, gets ${b} more. How many?`,
     };
   }
   if (op === "-") {
@@ -60,7 +62,7 @@ function makeProblem(rng: SeededRandom): Problem {
       a,
       b,
       answer: a - b,
-      question: `${name} has ${a} ${item} and gives away ${b}. How many left?`,
+      question: `${name} has ${a} ${item}, gives ${b} away. How many left?`,
     };
   }
   const a = 3 + rng.int(7);
@@ -71,7 +73,7 @@ function makeProblem(rng: SeededRandom): Problem {
     a,
     b,
     answer: a * b,
-    question: `${name} buys ${a} boxes of ${b} ${item}. How many ${item}?`,
+    question: `${name} buys ${a} boxes of ${b} ${item}. How many?`,
   };
 }
 
@@ -111,8 +113,9 @@ export function alphabet(problems: readonly Problem[]): string {
   const chars = new Set<string>('0123456789+-*/().,:?"{}[]_ -');
   for (const text of [
     ...problems.map((p) => p.question),
-    JSON.stringify({ name: "calculator", arguments: { expression: "1" } }),
-    "calculator(expression)",
+    JSON.stringify({ name: "calculator", arguments: { expr: "1" } }),
+    "calculator(expr)",
+    "It is",
     "error",
   ]) {
     for (const ch of text) chars.add(ch);
@@ -128,15 +131,21 @@ export interface Demo {
 
 /**
  * Warm-start transcripts. Only `toolShare` of them show the calculator; the rest answer directly
- * with the right number, which a tiny model cannot learn to compute — so after SFT it mostly guesses,
- * sometimes calls the tool, and RL has to discover that calling the tool is what pays.
+ * ("It is 85.") with the right number, which a tiny model cannot learn to compute — so after SFT it
+ * mostly guesses, sometimes calls the tool, and RL has to discover that calling the tool is what pays.
+ * The direct answers share one opening token on purpose: with `toolShare` < 0.5 the greedy policy then
+ * prefers guessing over the tool (bare numbers would spread that mass over ten digits and let the single
+ * `<tool_call>` token win the argmax), so greedy accuracy after the warm start is low.
  */
 export function demonstrations(problems: readonly Problem[], toolShare: number, seed: number): Demo[] {
   const rng = new SeededRandom(seed);
   return problems.map((p, i) => {
     const user: ChatCompletionMessageParam = { role: "user", content: p.question };
     if (rng.next() >= toolShare) {
-      return { tools: [CALCULATOR_TOOL], messages: [user, { role: "assistant", content: String(p.answer) }] };
+      return {
+        tools: [CALCULATOR_TOOL],
+        messages: [user, { role: "assistant", content: `It is ${p.answer}.` }],
+      };
     }
     const id = `call_${i}`;
     return {
@@ -150,7 +159,7 @@ export function demonstrations(problems: readonly Problem[], toolShare: number, 
             {
               id,
               type: "function",
-              function: { name: "calculator", arguments: JSON.stringify({ expression: expressionOf(p) }) },
+              function: { name: "calculator", arguments: JSON.stringify({ expr: expressionOf(p) }) },
             },
           ],
         },

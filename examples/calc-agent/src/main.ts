@@ -16,6 +16,7 @@ import { SqliteLightningStore } from "@agl/store";
 import {
   ChatTemplate,
   loadLatestPPOCheckpoint,
+  type PolicyBundle,
   PolicyModel,
   PPO,
   type PPOConfigInput,
@@ -27,14 +28,17 @@ import {
 } from "@agl/trainer-gpu";
 import { calcAgent } from "./agent.js";
 import { alphabet, demonstrations, makeSplits, type Problem } from "./dataset.js";
-import { evaluatePolicy } from "./evaluate.js";
+import { type EvalResult, evaluatePolicy } from "./evaluate.js";
 
 const { values: args } = parseArgs({
   options: {
     out: { type: "string", default: "calc-agent-run" },
-    steps: { type: "string", default: "30" },
-    "sft-steps": { type: "string", default: "150" },
-    "tool-share": { type: "string", default: "0.4" },
+    /** RL steps at most; the time budget usually ends RL first. */
+    steps: { type: "string", default: "60" },
+    /** Wall-clock budget for the whole run (warm start, RL and the final evaluation), in minutes. */
+    "budget-min": { type: "string", default: "13" },
+    "sft-steps": { type: "string", default: "100" },
+    "tool-share": { type: "string", default: "0.35" },
     seed: { type: "string", default: "1" },
     resume: { type: "boolean", default: false },
   },
@@ -49,6 +53,7 @@ const elapsed = () => `${((performance.now() - t0) / 1000).toFixed(1)} s`;
 async function main(): Promise<void> {
   if (!args.resume) rmSync(out, { recursive: true, force: true });
   await selectBackend();
+  const budgetSeconds = Number(args["budget-min"]) * 60;
   const splits = makeSplits({ train: 2000, demo: 1200, val: 100 }, seed);
   const tokenizer = new Tokenizer({ chars: alphabet([...splits.train, ...splits.demo, ...splits.val]) });
   const template = new ChatTemplate(tokenizer);
@@ -57,37 +62,44 @@ async function main(): Promise<void> {
     dModel: 64,
     nLayers: 2,
     nHeads: 4,
-    contextLength: 192,
+    contextLength: 160,
     seed,
   });
   const policy = { model, tokenizer, template };
   console.log(
-    `[calc-agent] policy: ${model.parameterCount.toLocaleString()} parameters, vocabulary ${tokenizer.vocabSize}`,
+    `[calc-agent] policy: ${model.parameterCount.toLocaleString()} parameters, vocabulary ${tokenizer.vocabSize}; budget ${budgetSeconds / 60} min`,
   );
-
-  const greedy = (problems: readonly Problem[]) => evaluatePolicy(policy, problems, { temperature: 0, seed });
 
   if (args.resume) {
     const ckpt = await loadLatestPPOCheckpoint(out);
     if (!ckpt) throw new Error(`--resume: no checkpoint in ${out}`);
     await ckpt.restoreInto(model, null);
   } else await warmStart(policy, splits.demo, splits.train);
-  const warm = await greedy(splits.val);
+  const tEval = performance.now();
+  const warm = await heldOut(policy, splits.val);
+  // The final evaluation costs about as much as this one; RL must leave room for it.
+  const evalSeconds = (performance.now() - tEval) / 1000;
   console.log(
-    `[calc-agent] after warm start (${elapsed()}): held-out accuracy ${pct(warm.accuracy)}, tool use ${pct(warm.toolUse)}`,
+    `[calc-agent] after warm start (${elapsed()}): held-out greedy ${pct(warm.greedy.accuracy)} (tool use ${pct(warm.greedy.toolUse)}),` +
+      ` sampled ${pct(warm.sampled.accuracy)} (tool use ${pct(warm.sampled.toolUse)})`,
   );
 
   const config: PPOConfigInput = {
     algorithm: { adv_estimator: "grpo" },
     data: { train_batch_size: 16, max_prompt_length: 128, max_response_length: 96 },
     actor_rollout_ref: {
-      // Held-out accuracy of the sampled policy (temperature 1, 2 samples per problem): what RL optimises.
-      rollout: { n: 8, temperature: 1, val_kwargs: { n: 2, temperature: 1 } },
-      actor: { ppo_mini_batch_size: 16, ppo_micro_batch_size_per_gpu: 128, optim: { lr: 5e-4 } },
+      // The curve in the plot: held-out accuracy of the sampled policy (temperature 1), what RL optimises.
+      rollout: { n: 8, temperature: 1, val_kwargs: { n: 1, temperature: 1 } },
+      actor: {
+        ppo_mini_batch_size: 16,
+        ppo_micro_batch_size_per_gpu: 128,
+        clip_ratio: 0.2,
+        optim: { lr: 5e-4 },
+      },
     },
     trainer: {
       total_training_steps: Number(args.steps),
-      test_freq: 10,
+      test_freq: 5,
       save_freq: 20,
       val_before_train: true,
       default_local_dir: out,
@@ -99,8 +111,24 @@ async function main(): Promise<void> {
   };
   mkdirSync(out, { recursive: true });
   const store = new SqliteLightningStore(join(out, "store.sqlite"));
+  let slowestStep = 0;
+  let outOfTime = false;
+  const ppoOptions: ConstructorParameters<typeof PPO<Problem>>[0] = {
+    config,
+    policy,
+    // Stop between steps when another step (plus a periodic validation) and the final evaluation would
+    // not fit in the budget; PPO reads `stopAfterStep` after every step and checkpoints on the way out.
+    onStep: (step, metrics) => {
+      slowestStep = Math.max(slowestStep, metrics["timing_s/step"] ?? 0);
+      const left = budgetSeconds - (performance.now() - t0) / 1000;
+      if (left < 1.5 * slowestStep + evalSeconds + 5) {
+        outOfTime = true;
+        ppoOptions.stopAfterStep = step;
+      }
+    },
+  };
   const trainer = new Trainer({
-    algorithm: new PPO<Problem>({ config, policy }),
+    algorithm: new PPO<Problem>(ppoOptions),
     store,
     nRunners: 1,
     runnerConcurrency: 128,
@@ -112,46 +140,53 @@ async function main(): Promise<void> {
   });
   await store.close();
 
-  const before = result.initialValidation?.accuracy ?? warm.accuracy;
-  const after = result.finalValidation?.accuracy ?? Number.NaN;
-  const final = await greedy(splits.val);
+  const final = await heldOut(policy, splits.val);
+  const gain = (a: EvalResult, b: EvalResult) => `${((b.accuracy - a.accuracy) * 100).toFixed(1)} points`;
   console.log("");
   console.log(`[calc-agent] held-out validation accuracy (${splits.val.length} problems):`);
-  console.log("                    sampled (T=1, x2)   greedy");
+  console.log("                    greedy                      sampled (T=1, 2 per problem)");
+  const row = (label: string, r: { greedy: EvalResult; sampled: EvalResult }) =>
+    console.log(
+      `  ${label.padEnd(16)}  ${`${pct(r.greedy.accuracy)} (tool use ${pct(r.greedy.toolUse)})`.padEnd(27)} ${pct(r.sampled.accuracy)} (tool use ${pct(r.sampled.toolUse)})`,
+    );
+  row("after warm start", warm);
+  row("after GRPO", final);
   console.log(
-    `  after warm start  ${pct(before).padEnd(19)} ${pct(warm.accuracy)}   (greedy tool use ${pct(warm.toolUse)})`,
-  );
-  console.log(
-    `  after GRPO        ${pct(after).padEnd(19)} ${pct(final.accuracy)}   (greedy tool use ${pct(final.toolUse)})`,
-  );
-  console.log(
-    `  improvement       ${((after - before) * 100).toFixed(1)} points sampled, ${((final.accuracy - warm.accuracy) * 100).toFixed(1)} greedy, over ${result.stepsCompleted} RL steps`,
+    `  improvement       ${gain(warm.greedy, final.greedy).padEnd(27)} ${gain(warm.sampled, final.sampled)}   (${result.stepsCompleted} RL steps)`,
   );
   console.log(`[calc-agent] plot: ${result.plotPath}`);
   console.log(`[calc-agent] metrics: ${result.metricsPath}`);
   console.log(`[calc-agent] checkpoint: ${result.checkpointDir}`);
-  console.log(`[calc-agent] total time ${elapsed()}${result.aborted ? " (interrupted)" : ""}`);
+  const note = result.aborted ? " (interrupted)" : outOfTime ? " (RL stopped by the time budget)" : "";
+  console.log(`[calc-agent] total time ${elapsed()}${note}`);
+}
+
+/** Greedy accuracy, and sampled accuracy (temperature 1, two samples per problem), on held-out problems. */
+async function heldOut(policy: PolicyBundle, problems: readonly Problem[]) {
+  const greedy = await evaluatePolicy(policy, problems, { temperature: 0, seed });
+  const doubled = [...problems, ...problems];
+  const sampled = await evaluatePolicy(policy, doubled, { temperature: 1, seed: seed + 1 });
+  return { greedy, sampled };
 }
 
 /**
- * SFT in chunks until sampled tool use with a correct result reaches ~20% of train problems: RL can
- * only re-weight behaviours the warm start made reachable.
+ * A short, deliberately weak SFT warm start, in chunks, until sampled tool use with a correct result
+ * reaches `TOOL_SUCCESS_TARGET` of train problems: RL can only re-weight behaviours the warm start made
+ * reachable, but every extra SFT step is time RL does not get (and makes greedy decoding good already).
  */
-async function warmStart(
-  policy: { model: PolicyModel; template: ChatTemplate; tokenizer: Tokenizer },
-  demo: Problem[],
-  train: Problem[],
-) {
+const TOOL_SUCCESS_TARGET = 0.15;
+
+async function warmStart(policy: PolicyBundle, demo: Problem[], train: Problem[]) {
   const examples = demonstrations(demo, Number(args["tool-share"]), seed) as unknown as SftExample[];
   const chunk = Number(args["sft-steps"]);
   let optimizer: Awaited<ReturnType<typeof sft>>["optimizer"] | undefined;
-  for (let round = 0; round < 4; round++) {
+  for (let round = 0; round < 6; round++) {
     const res = await sft(policy.model, examples, {
       template: policy.template,
       steps: chunk,
       batchSize: 32,
       learningRate: 2e-3,
-      warmupSteps: 10,
+      warmupSteps: round === 0 ? 10 : 0,
       optimizer,
       seed: seed + round,
     });
@@ -160,13 +195,16 @@ async function warmStart(
       temperature: 1,
       seed: seed + 17 + round,
     });
+    const reached = check.toolUse * check.toolSuccess;
     console.log(
       `[calc-agent] warm start round ${round + 1}: loss ${res.losses.at(-1)!.toFixed(3)}, ${Math.round(res.tokensPerSecond)} tok/s;` +
         ` sampled: accuracy ${pct(check.accuracy)}, tool use ${pct(check.toolUse)}, tool success ${pct(check.toolSuccess)} (${elapsed()})`,
     );
-    if (check.toolUse * check.toolSuccess >= 0.2) return;
+    if (reached >= TOOL_SUCCESS_TARGET) return;
   }
-  console.warn("[calc-agent] warning: sampled tool success is still below 20%; RL may not find the tool");
+  console.warn(
+    `[calc-agent] warning: sampled tool success is still below ${pct(TOOL_SUCCESS_TARGET)}; RL may not find the tool`,
+  );
 }
 
 main().catch((error) => {

@@ -1,11 +1,11 @@
 import type { Span, Triplet } from "@agl/core";
 import type { AdapterResult, DiagnosingAdapter } from "./adapter.js";
+import { asTokenIds } from "./attributes.js";
 import { attrs, rewardOf } from "./conventions.js";
 import { DiagnosticsCollector } from "./diagnostics.js";
 import type { LlmCall } from "./llm-call.js";
 import { checkSpans, ProxySpansToTripletsOptionsSchema, parseOptions } from "./options.js";
 import { logprobNumbers, readLlmCall } from "./readers/index.js";
-import { asTokenIds } from "./attributes.js";
 
 export interface ProxySpansToTripletsOptions {
   /** Keep calls the proxy marked as failed (`agl.proxy.status` = "error"); default false. */

@@ -46,8 +46,10 @@ const TOKEN_KEYS = [
   "functions",
 ];
 
-/** `gen_ai.request` / `gen_ai.response` groups minus messages, choices and token keys (metadata). */
-/** What both GenAI semconv generations record the same way: model, provider, ids, usage, request/response. */
+/**
+ * What both GenAI semconv generations record the same way: model, provider, response id, usage, and the
+ * `gen_ai.request` / `gen_ai.response` groups minus messages, choices and token keys (metadata).
+ */
 function genAiMeta(a: Attributes, request = unflattenPrefix(a, "gen_ai.request")) {
   return {
     model: firstString(a, "gen_ai.response.model", "gen_ai.request.model"),

@@ -27,7 +27,9 @@ describe("copyData", () => {
     expect(copy.big).toBe(10n);
     expect(copy.bytes).toEqual(new Uint8Array([1]));
     // holes survive
-    const holey = copyData([1, , 3]);
+    const list = [1, 2, 3];
+    delete list[1];
+    const holey = copyData(list);
     expect(1 in holey).toBe(false);
     // an own "__proto__" key stays data and does not become the prototype
     const parsed = copyData(JSON.parse('{"__proto__": {"polluted": true}}'));

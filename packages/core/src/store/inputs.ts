@@ -62,12 +62,22 @@ const MAX_PLAIN_DEPTH = 64;
 
 function plainCopy(value: unknown, depth: number, seen: Map<object, unknown>): unknown {
   const t = typeof value;
-  if (t === "string" || t === "number" || t === "boolean" || value === null || value === undefined) return value;
+  if (t === "string" || t === "number" || t === "boolean" || value === null || value === undefined)
+    return value;
   if (t !== "object" || depth > MAX_PLAIN_DEPTH) return NOT_PLAIN;
   const done = seen.get(value as object);
   if (done !== undefined) return done;
   if (Array.isArray(value)) {
+    if (Object.getPrototypeOf(value) !== Array.prototype) return NOT_PLAIN;
     const n = value.length;
+    // lists of numbers (token ids, logprobs) are most of the bytes: copy them in one native call
+    let flat = true;
+    for (let i = 0; i < n && flat; i++) flat = typeof value[i] === "number";
+    if (flat) {
+      const out = value.slice();
+      seen.set(value, out);
+      return out;
+    }
     const out = new Array(n);
     seen.set(value, out);
     for (let i = 0; i < n; i++) {

@@ -337,7 +337,7 @@ export class InMemoryLightningStore implements LightningStore {
   async addManySpans(spans: SpanInput[]): Promise<Span[]> {
     const parsed = areCanonicalSpans(spans)
       ? spans.map((s) => ({ ...s }))
-        : parseOrThrow(SpanListSchema, spans, "spans");
+      : parseOrThrow(SpanListSchema, spans, "spans");
     const copies = copyData(parsed, "spans");
     const engine = this.enter();
     // Check every target first so that a bad span stores nothing.

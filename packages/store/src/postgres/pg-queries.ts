@@ -29,6 +29,7 @@ import {
   RESOURCES_COLUMNS,
   ROLLOUT_COLUMNS,
   SPAN_COLUMNS,
+  TERMINAL_STATUSES_SQL,
   WORKER_COLUMNS,
 } from "../shared/columns.js";
 import { alreadyDecoded, resourcesFromColumns, workerFromColumns } from "../shared/row-mapping.js";
@@ -42,8 +43,6 @@ import {
   ROLLOUT_WITH_LATEST,
   rolloutFromPg,
 } from "./pg-db.js";
-
-const TERMINAL = `('failed', 'succeeded', 'cancelled')`;
 
 const resourcesFromPg = (row: ResourcesUpdate): ResourcesUpdate => resourcesFromColumns(row, alreadyDecoded);
 const workerFromPg = (row: Worker): Worker => workerFromColumns(row, alreadyDecoded);
@@ -149,7 +148,7 @@ export class PgQueries {
     const out = new Map<string, Rollout>();
     if (ids.length === 0) return out;
     const { rows } = await this.db.query<PgRolloutRow>(
-      `SELECT ${ROLLOUT_COLS} FROM rollouts r WHERE r.rollout_id = ANY($1::text[]) AND r.status IN ${TERMINAL}`,
+      `SELECT ${ROLLOUT_COLS} FROM rollouts r WHERE r.rollout_id = ANY($1::text[]) AND r.status IN ${TERMINAL_STATUSES_SQL}`,
       [ids],
     );
     for (const row of rows) out.set(row.rollout_id, rolloutFromPg(row));

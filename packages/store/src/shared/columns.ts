@@ -1,5 +1,9 @@
-/** The scalar columns of the SQL tables, keyed by model field; the SQLite and PostgreSQL schemas use the same names. */
+/** What both SQL schemas share: the scalar columns keyed by model field (same names in SQLite and PostgreSQL), and the terminal statuses. */
+import { TERMINAL_ROLLOUT_STATUSES } from "@agl/core";
 import type { ColumnMap } from "./sql-query.js";
+
+/** `IN` list of the terminal rollout statuses, from the state machine (status values are fixed identifiers). */
+export const TERMINAL_STATUSES_SQL = `(${[...TERMINAL_ROLLOUT_STATUSES].map((s) => `'${s}'`).join(", ")})`;
 
 /** Scalar columns that queries can filter and sort on in SQL (both SQL stores use the same names). */
 export const ROLLOUT_COLUMNS: ColumnMap = {

@@ -32,6 +32,7 @@ import {
   RESOURCES_COLUMNS,
   ROLLOUT_COLUMNS,
   SPAN_COLUMNS,
+  TERMINAL_STATUSES_SQL,
   WORKER_COLUMNS,
 } from "../shared/columns.js";
 import { toJson, toJsonRequired } from "../shared/schemas.js";
@@ -48,8 +49,6 @@ import {
   workerFromRow,
 } from "./rows.js";
 import type { SqliteDb } from "./sqlite-db.js";
-
-const TERMINAL = `('failed', 'succeeded', 'cancelled')`;
 
 export class SqliteQueries {
   constructor(private readonly db: SqliteDb) {}
@@ -141,7 +140,7 @@ export class SqliteQueries {
     if (ids.length === 0) return out;
     const rows = this.db
       .prepared<RolloutRow>(
-        `SELECT * FROM rollouts WHERE rollout_id IN (SELECT value FROM json_each(?)) AND status IN ${TERMINAL}`,
+        `SELECT * FROM rollouts WHERE rollout_id IN (SELECT value FROM json_each(?)) AND status IN ${TERMINAL_STATUSES_SQL}`,
       )
       .all(JSON.stringify(ids));
     for (const row of rows) out.set(row.rollout_id, rolloutFromRow(row));
