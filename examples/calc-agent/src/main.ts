@@ -2,11 +2,12 @@
  * calc-agent: train a tiny tool-using agent end to end on this machine.
  *
  *   1. generate arithmetic word problems (train / demonstration / held-out validation splits);
- *   2. warm-start a fresh 2-layer transformer by SFT on imperfect demonstrations (only some use the
- *      calculator), until sampled tool use is common enough for RL to amplify (platform notes: >= ~20%);
+ *   2. a short, weak SFT warm start of a fresh 2-layer transformer on imperfect demonstrations: enough
+ *      for sampled tool calls to work, then a few steps that leave it preferring to guess (see warmStart);
  *   3. GRPO with the PPO algorithm on the core Trainer: SQLite store, in-process runners, the policy
  *      served behind the LLM proxy, the agent unchanged (`openai` SDK + its own calculator tool);
- *   4. print held-out accuracy before and after, where the plot and metrics are, and the time taken.
+ *   4. stop RL when the time budget runs out; print held-out accuracy (greedy and sampled) before and
+ *      after, where the plot and metrics are, and the time taken.
  */
 import { mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -30,11 +31,15 @@ import { calcAgent } from "./agent.js";
 import { alphabet, demonstrations, makeSplits, type Problem } from "./dataset.js";
 import { type EvalResult, evaluatePolicy } from "./evaluate.js";
 
+// `pnpm start -- --steps 5` hands the script a literal "--" first.
+const argv = process.argv.slice(2);
+if (argv[0] === "--") argv.shift();
 const { values: args } = parseArgs({
+  args: argv,
   options: {
     out: { type: "string", default: "calc-agent-run" },
     /** RL steps at most; the time budget usually ends RL first. */
-    steps: { type: "string", default: "60" },
+    steps: { type: "string", default: "80" },
     /** Wall-clock budget for the whole run (warm start, RL and the final evaluation), in minutes. */
     "budget-min": { type: "string", default: "13" },
     /** Warm start: SFT steps per round while learning the tool format, and the share of tool demos then. */
