@@ -185,7 +185,7 @@ async function main() {
   const selection = await selectBackend();
   const vocab = new Tokenizer().vocabSize;
   const load = loadavg()[0];
-  console.log(`backend ${selection.backend}; ${cpus().length} cores; load average ${load?.toFixed(2)}`);
+  console.log(`backend ${selection.label}; ${cpus().length} cores; load average ${load?.toFixed(2)}`);
 
   const cases: TrainCase[] = [
     { name: "d64 L2 H4 T64 B32", dModel: 64, nLayers: 2, nHeads: 4, batch: 32, seqLen: 64 },
@@ -245,6 +245,9 @@ async function main() {
   const result = {
     date: new Date().toISOString(),
     backend: selection.backend,
+    tfBackend: selection.tfBackend,
+    device: selection.device,
+    backendLabel: selection.label,
     skipped: selection.skipped,
     cores: cpus().length,
     loadAverage1m: load,
@@ -267,7 +270,7 @@ async function main() {
   const md = [
     "# Policy model benchmark",
     "",
-    `Backend **${selection.backend}** (${selection.skipped.map((s) => `${s.backend}: ${s.reason}`).join("; ") || "first choice"}), ${cpus().length} cores, 1-min load average ${load?.toFixed(2)} at start (the machine is shared, so absolute numbers vary; ratios are measured within one run).`,
+    `Backend **${selection.label}** (${selection.skipped.map((s) => `${s.backend}: ${s.reason}`).join("; ") || "first choice"}), ${cpus().length} cores, 1-min load average ${load?.toFixed(2)} at start (the machine is shared, so absolute numbers vary; ratios are measured within one run).`,
     "",
     `Best large-matmul throughput of the backend in this run (512 and 1024 square, sampled at the start, the end, and in rounds interleaved with each training case): **${peak.toFixed(1)} GFLOP/s**.`,
     "",

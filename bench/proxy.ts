@@ -79,7 +79,12 @@ function post(url: string, body: string): Promise<number> {
 const pct = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 
-/** Sequential calls on one connection, alternating direct and proxied in blocks of 100 so drift hits both. */
+/**
+ * Sequential calls on one connection, rotating direct → proxied → bare call by call, so call i of each
+ * side sees the same machine state. Added latency is computed per pair (proxied_i − direct_i, calls made
+ * back to back) and its percentiles reported; subtracting two sides' own percentiles would mix different
+ * calls (the old p99 column could go negative). Each side's own p50/p99 is reported too.
+ */
 async function sequential(
   direct: string,
   directBody: string,
@@ -96,18 +101,18 @@ async function sequential(
     await post(proxied[i % proxied.length]!, body);
     await post(bare, directBody);
   }
-  for (let block = 0; block < n / 100; block++) {
-    for (let i = 0; i < 100; i++) d.push(await post(direct, directBody));
-    for (let i = 0; i < 100; i++) p.push(await post(proxied[(block * 100 + i) % proxied.length]!, body));
-    for (let i = 0; i < 100; i++) b.push(await post(bare, directBody));
+  for (let i = 0; i < n; i++) {
+    d.push(await post(direct, directBody));
+    p.push(await post(proxied[i % proxied.length]!, body));
+    b.push(await post(bare, directBody));
   }
-  for (const xs of [d, p, b]) xs.sort((x, y) => x - y);
-  return {
-    direct: { p50: pct(d, 50), p99: pct(d, 99) },
-    proxied: { p50: pct(p, 50), p99: pct(p, 99) },
-    added: { p50: pct(p, 50) - pct(d, 50), p99: pct(p, 99) - pct(d, 99) },
-    bareAdded: { p50: pct(b, 50) - pct(d, 50), p99: pct(b, 99) - pct(d, 99) },
+  const sorted = (xs: number[]) => [...xs].sort((x, y) => x - y);
+  const own = (xs: number[]) => {
+    const s = sorted(xs);
+    return { p50: pct(s, 50), p99: pct(s, 99) };
   };
+  const added = (xs: number[]) => own(xs.map((x, i) => x - d[i]!));
+  return { direct: own(d), proxied: own(p), bare: own(b), added: added(p), bareAdded: added(b) };
 }
 
 async function cannon(urls: string[], body: string, connections: number) {
@@ -238,14 +243,17 @@ async function main() {
     "Capture on: every proxied call is recorded as a span in an InMemoryLightningStore (token ids, logprobs, messages, " +
       "gen_ai attributes; raw bodies off, the default).",
     "",
-    "| scenario | direct p50 / p99 ms | proxied p50 / p99 ms | **added p50** / p99 ms | bare pass-through added p50 ms | direct req/s | proxied req/s | **ratio** | bare pass-through ratio | proxy CPU µs/call (bare) | spans / proxied calls |",
+    "| scenario | direct p50 / p99 ms | proxied p50 / p99 ms | **added p50** / p99 ms (paired) | bare pass-through added p50 / p99 ms (paired) | direct req/s | proxied req/s | **ratio** | bare pass-through ratio | proxy CPU µs/call (bare) | spans / proxied calls |",
     "|---|---|---|---|---|---|---|---|---|---|---|",
     ...scenarios.map(
       (s) =>
-        `| ${s.name} | ${f(s.sequential.direct.p50)} / ${f(s.sequential.direct.p99)} | ${f(s.sequential.proxied.p50)} / ${f(s.sequential.proxied.p99)} | **${f(s.sequential.added.p50)}** / ${f(s.sequential.added.p99)} | ${f(s.sequential.bareAdded.p50)} | ${f(s.throughput.direct.reqPerSec, 0)} | ${f(s.throughput.proxied.reqPerSec, 0)} | **${f(s.throughput.ratio * 100, 1)} %** | ${f(s.throughput.bareRatio * 100, 1)} % | ${f(s.proxyCpuMicrosPerCall, 0)} (${f(s.bareCpuMicrosPerCall, 0)}) | ${s.capture.spans} / ${s.capture.proxiedCalls} (${s.capture.withIds} with token ids) |`,
+        `| ${s.name} | ${f(s.sequential.direct.p50)} / ${f(s.sequential.direct.p99)} | ${f(s.sequential.proxied.p50)} / ${f(s.sequential.proxied.p99)} | **${f(s.sequential.added.p50)}** / ${f(s.sequential.added.p99)} | ${f(s.sequential.bareAdded.p50)} / ${f(s.sequential.bareAdded.p99)} | ${f(s.throughput.direct.reqPerSec, 0)} | ${f(s.throughput.proxied.reqPerSec, 0)} | **${f(s.throughput.ratio * 100, 1)} %** | ${f(s.throughput.bareRatio * 100, 1)} % | ${f(s.proxyCpuMicrosPerCall, 0)} (${f(s.bareCpuMicrosPerCall, 0)}) | ${s.capture.spans} / ${s.capture.proxiedCalls} (${s.capture.withIds} with token ids) |`,
     ),
     "",
-    `Latency columns: one keep-alive connection, sequential calls timed with hrtime. Throughput: autocannon, ${ROUNDS} × ${SECONDS} s per side, ` +
+    "Latency columns: one keep-alive connection per side, sequential calls timed with hrtime, rotating direct → proxied → " +
+      "bare call by call. Direct and proxied p50/p99 are each side's own percentiles; added p50/p99 are percentiles of the " +
+      "per-pair difference (proxied call i − direct call i, made back to back), so they describe one call's overhead. " +
+      `Throughput: autocannon, ${ROUNDS} × ${SECONDS} s per side, ` +
       'direct / proxied / bare rounds interleaved, means reported. "Bare pass-through" is a 20-line node:http proxy with no ' +
       "features (no parsing, routing, retries or capture) in the proxy's process: the floor for any Node proxy here.",
     "Targets (issue 5): < 1 ms p50 added latency, > 70 % of direct throughput. Spans can exceed the calls counted when " +

@@ -30,6 +30,7 @@ import {
 import { calcAgent } from "./agent.js";
 import { alphabet, demonstrations, makeSplits, type Problem } from "./dataset.js";
 import { type EvalResult, evaluatePolicy } from "./evaluate.js";
+import { loadWarmStart, rlSecondsSoFar, saveWarmStart, WARM_START_FILE } from "./resume-state.js";
 
 // `pnpm start -- --steps 5` hands the script a literal "--" first.
 const argv = process.argv.slice(2);
@@ -79,17 +80,51 @@ async function main(): Promise<void> {
     `[calc-agent] policy: ${model.parameterCount.toLocaleString()} parameters, vocabulary ${tokenizer.vocabSize}; budget ${budgetSeconds / 60} min`,
   );
 
+  // Seconds of the budget spent by the interrupted run(s) this one resumes: the budget covers the whole
+  // run, so a resumed run gets only what is left of it.
+  let spentBefore = 0;
+  let baselineLabel = "after warm start";
+  let warm: { greedy: EvalResult; sampled: EvalResult };
+  // The final evaluation costs about as much as the warm-start one; RL must leave room for it.
+  let evalSeconds: number;
   if (args.resume) {
     const ckpt = await loadLatestPPOCheckpoint(out);
     if (!ckpt) throw new Error(`--resume: no checkpoint in ${out}`);
-    await ckpt.restoreInto(model, null);
-  } else await warmStart(policy, splits.demo, splits.train);
-  const tEval = performance.now();
-  const warm = await heldOut(policy, splits.val);
-  // The final evaluation costs about as much as this one; RL must leave room for it.
-  const evalSeconds = (performance.now() - tEval) / 1000;
+    const rlSeconds = rlSecondsSoFar(ckpt.state.history);
+    const saved = loadWarmStart(out, seed);
+    if (saved) {
+      // PPO restores the checkpoint itself; the baseline is what was measured after the warm start.
+      warm = saved;
+      evalSeconds = saved.evalSeconds;
+      spentBefore = saved.seconds + rlSeconds;
+      console.log(
+        `[calc-agent] resuming ${ckpt.dir} (step ${ckpt.state.step}); warm-start accuracy from ${WARM_START_FILE};` +
+          ` ${spentBefore.toFixed(0)} s of the budget already spent (warm start ${saved.seconds.toFixed(0)} s, RL ${rlSeconds.toFixed(0)} s)`,
+      );
+    } else {
+      // A run directory without the record (written by an older version): no warm-start numbers exist
+      // any more, so the baseline is the resumed checkpoint itself, and says so.
+      await ckpt.restoreInto(model, null);
+      const tEval = performance.now();
+      warm = await heldOut(policy, splits.val);
+      evalSeconds = (performance.now() - tEval) / 1000;
+      spentBefore = rlSeconds;
+      baselineLabel = "at resume";
+      console.log(
+        `[calc-agent] no ${WARM_START_FILE} in ${out}: the "before" row is the checkpoint at step ${ckpt.state.step}, not the warm start;` +
+          ` the budget counts the ${rlSeconds.toFixed(0)} s of RL already done (the warm start's time is unknown)`,
+      );
+    }
+  } else {
+    await warmStart(policy, splits.demo, splits.train);
+    const tEval = performance.now();
+    warm = await heldOut(policy, splits.val);
+    evalSeconds = (performance.now() - tEval) / 1000;
+    mkdirSync(out, { recursive: true });
+    saveWarmStart(out, { seed, seconds: (performance.now() - t0) / 1000, evalSeconds, ...warm });
+  }
   console.log(
-    `[calc-agent] after warm start (${elapsed()}): held-out greedy ${pct(warm.greedy.accuracy)} (tool use ${pct(warm.greedy.toolUse)}),` +
+    `[calc-agent] ${baselineLabel} (${elapsed()}): held-out greedy ${pct(warm.greedy.accuracy)} (tool use ${pct(warm.greedy.toolUse)}),` +
       ` sampled ${pct(warm.sampled.accuracy)} (tool use ${pct(warm.sampled.toolUse)})`,
   );
 
@@ -129,7 +164,7 @@ async function main(): Promise<void> {
     // not fit in the budget; PPO reads `stopAfterStep` after every step and checkpoints on the way out.
     onStep: (step, metrics) => {
       slowestStep = Math.max(slowestStep, metrics["timing_s/step"] ?? 0);
-      const left = budgetSeconds - (performance.now() - t0) / 1000;
+      const left = budgetSeconds - spentBefore - (performance.now() - t0) / 1000;
       if (left < 1.5 * slowestStep + evalSeconds + 5) {
         outOfTime = true;
         ppoOptions.stopAfterStep = step;
@@ -158,7 +193,7 @@ async function main(): Promise<void> {
     console.log(
       `  ${label.padEnd(16)}  ${`${pct(r.greedy.accuracy)} (tool use ${pct(r.greedy.toolUse)})`.padEnd(27)} ${pct(r.sampled.accuracy)} (tool use ${pct(r.sampled.toolUse)})`,
     );
-  row("after warm start", warm);
+  row(baselineLabel, warm);
   row("after GRPO", final);
   console.log(
     `  improvement       ${gain(warm.greedy, final.greedy).padEnd(27)} ${gain(warm.sampled, final.sampled)}   (${result.stepsCompleted} RL steps)`,
@@ -167,7 +202,11 @@ async function main(): Promise<void> {
   console.log(`[calc-agent] metrics: ${result.metricsPath}`);
   console.log(`[calc-agent] checkpoint: ${result.checkpointDir}`);
   const note = result.aborted ? " (interrupted)" : outOfTime ? " (RL stopped by the time budget)" : "";
-  console.log(`[calc-agent] total time ${elapsed()}${note}`);
+  const overall =
+    spentBefore > 0
+      ? `; ${(spentBefore + (performance.now() - t0) / 1000).toFixed(1)} s with the resumed run`
+      : "";
+  console.log(`[calc-agent] total time ${elapsed()}${overall}${note}`);
 }
 
 /** Greedy accuracy, and sampled accuracy (temperature 1, two samples per problem), on held-out problems. */

@@ -1,16 +1,18 @@
 /**
  * Regenerates packages/adapter/test/fixtures/*.json by running the REAL instrumentation libraries
- * against the local vLLM-like mock server, for one fixed two-turn tool-calling conversation.
+ * against the local vLLM-like mock server, for one fixed two-turn tool-calling conversation whose user
+ * message carries two images (an https URL and a data URL), so every family's image encoding is recorded.
  *
  *   pnpm --filter @agl/adapter fixtures          (or: pnpm exec tsx packages/adapter/scripts/generate-fixtures.ts)
+ *   … generate-fixtures.ts [family] [--out DIR]  (one family; another directory, used by the reproducibility test)
  *
  * Each family runs in its own child process because the instrumentations patch the same `openai`
  * prototypes. Every fixture holds the spans (converted to the store's Span shape) and the HTTP
  * exchange the mock server saw, which the tests use as ground truth.
  */
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { spanFromReadable } from "@agl/core";
 import { startMockLLMServer } from "@agl/core/mock-llm";
@@ -23,7 +25,6 @@ import {
 } from "@opentelemetry/sdk-trace-base";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const outDir = join(here, "..", "test", "fixtures");
 
 export const FAMILIES = [
   "genai-new",
@@ -42,6 +43,17 @@ const QUESTION = "What is 2+3?";
 const TOOL_RESULT = "5";
 const FINAL = "The answer is 5.";
 const TOOL_CALL_ID = "call_add_1";
+/** Two encodings, because libraries record them differently (OTel GenAI: `uri` vs `blob` parts). */
+export const IMAGE_URLS = [
+  "https://example.com/two-plus-three.png",
+  // a 1×1 PNG; small so the fixtures stay readable
+  "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=",
+] as const;
+/** The user turn in OpenAI chat format: the question, then the images. */
+const USER_CONTENT = [
+  { type: "text" as const, text: QUESTION },
+  ...IMAGE_URLS.map((url) => ({ type: "image_url" as const, image_url: { url } })),
+];
 const TOOLS = [
   {
     type: "function" as const,
@@ -65,7 +77,7 @@ interface Exchange {
   stream?: boolean;
 }
 
-async function runFamily(family: Family): Promise<void> {
+async function runFamily(family: Family, outDir: string): Promise<void> {
   const mock = await startMockLLMServer({
     respond: (req) => {
       const messages: any[] = req.body?.messages ?? [];
@@ -100,7 +112,7 @@ async function runFamily(family: Family): Promise<void> {
     const streamedConversation = async (create: (body: any) => Promise<any>) => {
       const messages: any[] = [
         { role: "system", content: SYSTEM },
-        { role: "user", content: QUESTION },
+        { role: "user", content: USER_CONTENT },
       ];
       for (let turn = 0; turn < 2; turn++) {
         const stream = await create({
@@ -134,7 +146,7 @@ async function runFamily(family: Family): Promise<void> {
     const conversation = async (create: (body: any) => Promise<any>) => {
       const messages: any[] = [
         { role: "system", content: SYSTEM },
-        { role: "user", content: QUESTION },
+        { role: "user", content: USER_CONTENT },
       ];
       const first = await create({
         model: "mock-model",
@@ -185,11 +197,21 @@ async function runFamily(family: Family): Promise<void> {
         apiKey: "test",
         fetch: recordingFetch,
         includeUsage: true,
+        // Without this the SDK downloads https images itself and sends their bytes (needs the network).
+        supportedUrls: () => ({ "image/*": [/^https?:\/\//] }),
       });
       const settings = {
         model: mockProvider.chatModel("mock-model"),
         system: SYSTEM,
-        prompt: QUESTION,
+        messages: [
+          {
+            role: "user" as const,
+            content: [
+              { type: "text" as const, text: QUESTION },
+              ...IMAGE_URLS.map((url) => ({ type: "image" as const, image: url })),
+            ],
+          },
+        ],
         tools: {
           add: tool({
             description: "Add two integers",
@@ -260,21 +282,41 @@ async function packageVersion(name: string): Promise<string> {
   }
 }
 
-const requested = process.argv[2] as Family | undefined;
-if (requested) {
-  if (!FAMILIES.includes(requested))
-    throw new Error(`unknown family ${requested}; one of ${FAMILIES.join(", ")}`);
-  await runFamily(requested);
-} else {
-  let failed = 0;
-  for (const family of FAMILIES) {
-    const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), family], {
-      stdio: "inherit",
-    });
-    if (child.status !== 0) {
-      failed++;
-      console.error(`${family}: generation failed (exit ${child.status})`);
-    }
+/** `[family] [--out DIR]`; the default directory is the committed fixtures. */
+function parseArgs(argv: string[]): { family: Family | null; outDir: string } {
+  let family: Family | null = null;
+  let outDir = join(here, "..", "test", "fixtures");
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === "--out") {
+      const value = argv[++i];
+      if (!value) throw new Error("--out needs a directory");
+      outDir = resolve(value);
+    } else if ((FAMILIES as readonly string[]).includes(arg)) family = arg as Family;
+    else throw new Error(`unknown argument ${arg}; expected one of ${FAMILIES.join(", ")} or --out DIR`);
   }
-  process.exit(failed ? 1 : 0);
+  return { family, outDir };
+}
+
+const { family: requested, outDir } = parseArgs(process.argv.slice(2));
+if (requested) await runFamily(requested, outDir);
+else {
+  // One child per family (see the header); run concurrently, since each mostly waits on loopback HTTP.
+  const results = await Promise.all(
+    FAMILIES.map(
+      (family) =>
+        new Promise<number | null>((done) => {
+          const child = spawn(
+            process.execPath,
+            [...process.execArgv, fileURLToPath(import.meta.url), family, "--out", outDir],
+            { stdio: "inherit" },
+          );
+          child.on("close", (code) => {
+            if (code !== 0) console.error(`${family}: generation failed (exit ${code})`);
+            done(code);
+          });
+        }),
+    ),
+  );
+  process.exit(results.every((code) => code === 0) ? 0 : 1);
 }

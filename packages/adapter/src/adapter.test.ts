@@ -2,8 +2,10 @@ import { InvalidArgumentError, type Span, type Triplet } from "@agl/core";
 import { describe, expect, it } from "vitest";
 import { type Adapter, defineAdapter, each, filter, groupBy, map, pipe, runAdapter } from "./adapter.js";
 import { unflattenPrefix } from "./attributes.js";
+import { ProxySpansToTriplets } from "./proxy-spans-to-triplets.js";
 import { parsePythonLiteral } from "./python-literal.js";
 import { llmAttrs, mkSpan, rewardAttrs } from "./test-helpers.js";
+import { TraceToMessages } from "./trace-to-messages.js";
 import { TraceToTriplets } from "./trace-to-triplets.js";
 import { TripletsToTrajectories } from "./trajectory.js";
 
@@ -141,6 +143,37 @@ describe("boundary validation", () => {
     expect(() => new TraceToTriplets({ clockSkewSeconds: -1 })).toThrow(/options\.clockSkewSeconds/);
     expect(() => new TripletsToTrajectories({ mode: "rows" as any })).toThrow(/options\.mode/);
     expect(() => new TraceToTriplets().adapt({} as any)).toThrow(/Invalid spans/);
+  });
+
+  it("misspelled options are errors naming the key, not silently ignored", () => {
+    // @ts-expect-error misspelled on purpose (the compiler catches literals; the runtime check catches the rest)
+    const make = () => new TraceToTriplets({ repairHierachy: false });
+    expect(make).toThrow(InvalidArgumentError);
+    expect(make).toThrow(
+      /options\.repairHierachy: unknown option "repairHierachy"; known: .*repairHierarchy/,
+    );
+    const fromJson = JSON.parse('{"rewardMatch":"firstSibling","clockSkew":0}');
+    expect(() => new TraceToTriplets(fromJson)).toThrow(/options\.clockSkew\b/);
+    // @ts-expect-error
+    expect(() => new TraceToMessages({ llmCallMatcher: "x" })).toThrow(/options\.llmCallMatcher/);
+    // @ts-expect-error
+    expect(() => new ProxySpansToTriplets({ keepFailed: true })).toThrow(/options\.keepFailed/);
+    // @ts-expect-error
+    expect(() => new TripletsToTrajectories({ modes: "transition" })).toThrow(/options\.modes/);
+    // every valid option is still accepted
+    expect(
+      () =>
+        new TraceToTriplets({
+          repairHierarchy: false,
+          llmCallMatch: "auto",
+          agentMatch: null,
+          excludeLlmCallInReward: true,
+          rewardMatch: "firstSibling",
+          skipEmptyTokenSpans: false,
+          joinTokenIdsByResponseId: true,
+          clockSkewSeconds: 0,
+        }),
+    ).not.toThrow();
     expect(() => new TraceToTriplets().adapt([mkSpan({ id: "a", name: "x" }), { name: "y" } as any])).toThrow(
       /spans\[1\]\.span_id/,
     );

@@ -185,7 +185,30 @@ describe("visualize", () => {
   it("marks virtual nodes", () => {
     const text = visualizeSpans([mkSpan({ id: "orphan", parent: "lost", name: "child", start: 0, end: 1 })], {
       durations: false,
-    } as any);
-    expect(text.split("\n")[0]).toMatch(/^agentlightning\.virtual \(virtual\)/);
+    });
+    expect(text.split("\n")).toEqual(["agentlightning.virtual (virtual)", "  child"]);
+  });
+
+  it("durations: false drops the times from text and DOT, and adapter options still apply", () => {
+    const text = visualizeSpans(spans, { durations: false, rewardMatch: "firstSibling" });
+    expect(text).not.toMatch(/ms\b/);
+    expect(text.split("\n").slice(0, 2)).toEqual([
+      "rollout agent=solver",
+      "  openai.chat.completion [LLM #0 reward=0.5, 2+1 tok]",
+    ]);
+    const dot = visualizeSpans(spans, { format: "dot", durations: false });
+    expect(dot).toContain('"c1" [label="openai.chat.completion\\n[LLM #0 reward=0.5, 2+1 tok]"');
+    expect(dot).not.toMatch(/ms\\n|ms"/);
+    // the default keeps them
+    expect(visualizeSpans(spans, { format: "dot" })).toContain("openai.chat.completion 1000.0ms");
+  });
+
+  it("visualizeSpans rejects a misspelled option, naming it", () => {
+    // @ts-expect-error misspelled on purpose: the type rejects it, and so does the runtime check
+    expect(() => visualizeSpans(spans, { duration: false })).toThrow(
+      /options\.duration: unknown option "duration"; known: .*durations/,
+    );
+    // @ts-expect-error a wrong type for a rendering option
+    expect(() => visualizeSpans(spans, { format: "svg" })).toThrow(/options\.format/);
   });
 });

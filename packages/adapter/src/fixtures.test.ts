@@ -2,13 +2,20 @@
  * Fixtures recorded by scripts/generate-fixtures.ts from the REAL instrumentation libraries (OpenLLMetry
  * old and new semconv, OpenInference, Vercel AI SDK, Langfuse, and our own instrumentOpenAI; the Vercel SDK
  * and ours also streamed) running one two-turn tool-calling conversation against the mock vLLM server. Every family must normalise to the
- * same LLM calls as our tracer, and to the HTTP exchange the server actually saw.
+ * same LLM calls as our tracer, and to the HTTP exchange the server actually saw. The user turn carries an
+ * https image URL and a data URL, so each library's image encoding is exercised.
  */
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { Span } from "@agl/core";
 import { describe, expect, it } from "vitest";
-import { fromOpenAIMessages, fromOpenAITools, type LlmCall, normalizeFinishReason } from "./llm-call.js";
+import {
+  fromOpenAIMessages,
+  fromOpenAITools,
+  imageUrlsOf,
+  type LlmCall,
+  normalizeFinishReason,
+} from "./llm-call.js";
 import { looksLikeLlmCall, readLlmCall } from "./readers/index.js";
 import { TraceToMessages } from "./trace-to-messages.js";
 import { TraceToTriplets } from "./trace-to-triplets.js";
@@ -27,7 +34,11 @@ const load = (family: string): Fixture =>
     readFileSync(fileURLToPath(new URL(`../test/fixtures/${family}.json`, import.meta.url)), "utf8"),
   );
 
-/** What each library does not record; the comparison blanks these out on both sides. */
+/**
+ * What each library does not record; the comparison blanks these out on both sides. Images are not
+ * here: every library at the recorded versions keeps both image URLs (see the image test below, which
+ * fails if a regenerated fixture loses one).
+ */
 const LOSSES: Record<
   string,
   { responseId?: true; toolCallIds?: true; inputToolCalls?: true; finishReason?: true }
@@ -205,5 +216,63 @@ describe("real-library fixtures normalise to the same LLM calls", () => {
         .sort((a, b) => a.start_time! - b.start_time!);
       expect(new TraceToMessages().adapt(spans), family).toEqual(expected);
     }
+  });
+
+  it("image URLs: every family yields the https and the data URL the wire carried, in each triplet", () => {
+    for (const family of FAMILIES) {
+      const fixture = load(family);
+      const wire = fixture.exchanges.map((e) => imageUrlsOf(fromOpenAIMessages(e.request.messages)));
+      // The conversation must really carry both encodings, or this test proves nothing.
+      expect(
+        wire[0]!.map((u) => u.slice(0, 11)),
+        family,
+      ).toEqual(["https://exa", "data:image/"]);
+      expect(
+        callsOf(fixture).map((c) => c.imageUrls),
+        family,
+      ).toEqual(wire);
+      const triplets = new TraceToTriplets().adapt(fixture.spans);
+      expect(
+        triplets.map((t) => t.prompt.image_urls),
+        family,
+      ).toEqual(wire);
+    }
+  });
+
+  /** Where each library put the images, so each reader's image path (not only the shared one) is covered. */
+  const IMAGE_ENCODINGS: Record<string, (attributes: Record<string, unknown>) => unknown> = {
+    // OTel GenAI ≥ 1.37: a `uri` part for the URL, a `blob` part (bare base64 + mime_type) for the data URL
+    "genai-new": (a) =>
+      JSON.parse(String(a["gen_ai.input.messages"]))[1].parts.map((p: any) => [p.type, p.modality ?? null]),
+    // OpenInference: llm.input_messages.N.message.contents.M.message_content.{type,image.image.url}
+    openinference: (a) =>
+      [0, 1, 2].map((i) => a[`llm.input_messages.1.message.contents.${i}.message_content.type`]),
+    // Vercel: LanguageModelV3 `file` parts; the URL keeps `image/*`, the data URL becomes bare base64
+    "vercel-ai": (a) =>
+      JSON.parse(String(a["ai.prompt.messages"]))[1].content.map((p: any) => [p.type, p.mediaType ?? null]),
+    // Langfuse and OpenLLMetry ≤ 0.22 keep OpenAI's own `image_url` parts
+    langfuse: (a) =>
+      JSON.parse(String(a["langfuse.observation.input"])).messages[1].content.map((p: any) => p.type),
+    "genai-old": (a) => JSON.parse(String(a["gen_ai.prompt.1.content"])).map((p: any) => p.type),
+  };
+  const ENCODED_AS: Record<string, unknown> = {
+    "genai-new": [
+      ["text", null],
+      ["uri", "image"],
+      ["blob", "image"],
+    ],
+    openinference: ["text", "image", "image"],
+    "vercel-ai": [
+      ["text", null],
+      ["file", "image/*"],
+      ["file", "image/png"],
+    ],
+    langfuse: ["text", "image_url", "image_url"],
+    "genai-old": ["text", "image_url", "image_url"],
+  };
+
+  it.each(Object.keys(IMAGE_ENCODINGS))("%s records the images in its own encoding", (family) => {
+    const span = load(family).spans.find(looksLikeLlmCall)!;
+    expect(IMAGE_ENCODINGS[family]!(span.attributes as Record<string, unknown>)).toEqual(ENCODED_AS[family]);
   });
 });

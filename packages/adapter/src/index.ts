@@ -66,4 +66,9 @@ export {
   TripletsToTrajectories,
 } from "./trajectory.js";
 export { type TraceNode, TraceTree, VIRTUAL_ROOT_ID, VIRTUAL_SPAN_NAME } from "./tree.js";
-export { type VisualizeOptions, visualize, visualizeSpans } from "./visualize.js";
+export {
+  type VisualizeOptions,
+  type VisualizeSpansOptions,
+  visualize,
+  visualizeSpans,
+} from "./visualize.js";

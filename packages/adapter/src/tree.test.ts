@@ -100,6 +100,42 @@ describe("repairHierarchy", () => {
     expect(diagnostics.report().counts.reparented).toBe(3);
   });
 
+  it("rebuilds several levels from a flat list, whatever the input order, keeping moved subtrees", () => {
+    // agent ⊃ step ⊃ tool ⊃ llm, all flattened under root, innermost first; "io" already hangs off tool,
+    // and "plan" already sits under agentB with an llm that belongs inside it
+    const spans = [
+      mkSpan({ id: "root", name: "root", start: 0, end: 100 }),
+      mkSpan({ id: "llm", parent: "root", name: "llm", start: 22, end: 24 }),
+      mkSpan({ id: "tool", parent: "root", name: "tool", start: 20, end: 30 }),
+      mkSpan({ id: "io", parent: "tool", name: "io", start: 26, end: 28 }),
+      mkSpan({ id: "step", parent: "root", name: "step", start: 15, end: 35 }),
+      mkSpan({ id: "agentA", parent: "root", name: "agentA", start: 10, end: 40 }),
+      mkSpan({ id: "agentB", parent: "root", name: "agentB", start: 50, end: 90 }),
+      mkSpan({ id: "plan", parent: "agentB", name: "plan", start: 55, end: 70 }),
+      mkSpan({ id: "llm2", parent: "root", name: "llm2", start: 60, end: 65 }),
+    ];
+    const diagnostics = new DiagnosticsCollector();
+    const tree = TraceTree.fromSpans(spans).repairHierarchy(diagnostics);
+    const path = (id: string) => {
+      const out: string[] = [];
+      for (let n = tree.nodes.get(id); n; n = n.parent ?? undefined) out.unshift(n.id);
+      return out.join("/");
+    };
+    expect(tree.root.children.map((c) => c.id)).toEqual(["agentA", "agentB"]);
+    expect(path("llm")).toBe("root/agentA/step/tool/llm");
+    expect(path("io")).toBe("root/agentA/step/tool/io");
+    // the search descends into existing subtrees: plan (depth 2) is tighter than agentB
+    expect(path("llm2")).toBe("root/agentB/plan/llm2");
+    expect(diagnostics.report().counts.reparented).toBe(4);
+    // every span is still in the tree exactly once
+    expect(
+      tree
+        .preorder()
+        .map((n) => n.id)
+        .sort(),
+    ).toEqual(spans.map((s) => s.span_id).sort());
+  });
+
   it("leaves spans with identical times and spans without times in place", () => {
     const tree = TraceTree.fromSpans([
       mkSpan({ id: "root", name: "root", start: 0, end: 10 }),

@@ -1,5 +1,6 @@
 import type { Span } from "@agl/core";
 import { agentNameOf, rewardOf } from "./conventions.js";
+import { parseOptions, VisualizeSpansOptionsSchema } from "./options.js";
 import { type TraceAnalysis, TraceToTriplets, type TraceToTripletsOptions } from "./trace-to-triplets.js";
 import type { TraceNode, TraceTree } from "./tree.js";
 
@@ -18,16 +19,18 @@ export interface VisualizeOptions {
  */
 export function visualize(tree: TraceTree, options: VisualizeOptions = {}): string {
   const marks = markNodes(options.analysis);
-  return options.format === "dot" ? renderDot(tree, marks) : toText(tree, marks, options.durations ?? true);
+  const durations = options.durations ?? true;
+  return options.format === "dot" ? renderDot(tree, marks, durations) : toText(tree, marks, durations);
 }
 
+export type VisualizeSpansOptions = TraceToTripletsOptions & Pick<VisualizeOptions, "format" | "durations">;
+
 /** Build the tree, analyse it and render it in one call. */
-export function visualizeSpans(
-  spans: Span[],
-  options: TraceToTripletsOptions & { format?: "text" | "dot" } = {},
-): string {
-  const analysis = new TraceToTriplets(options).analyze(spans);
-  return visualize(analysis.tree, { format: options.format, analysis });
+export function visualizeSpans(spans: Span[], options: VisualizeSpansOptions = {}): string {
+  parseOptions(VisualizeSpansOptionsSchema, options, "options");
+  const { format, durations, ...adapterOptions } = options;
+  const analysis = new TraceToTriplets(adapterOptions).analyze(spans);
+  return visualize(analysis.tree, { format, durations, analysis });
 }
 
 interface Mark {
@@ -90,12 +93,12 @@ const DOT_STYLE: Record<Mark["kind"], string> = {
   "reward-unmatched": 'style="filled,dashed" fillcolor="#fefcbf"',
 };
 
-function renderDot(tree: TraceTree, marks: Map<TraceNode, Mark>): string {
+function renderDot(tree: TraceTree, marks: Map<TraceNode, Mark>, durations: boolean): string {
   const esc = (s: string) => s.replaceAll("\\", "\\\\").replaceAll('"', '\\"');
   const lines = ["digraph trace {", "  rankdir=TB;", '  node [shape=box fontname="monospace"];'];
   tree.walk((node) => {
     const mark = marks.get(node);
-    const label = mark ? `${describe(node, true)}\n${mark.label}` : describe(node, true);
+    const label = mark ? `${describe(node, durations)}\n${mark.label}` : describe(node, durations);
     const style = mark ? ` ${DOT_STYLE[mark.kind]}` : node.virtual ? " style=dashed" : "";
     lines.push(`  "${esc(node.id)}" [label="${esc(label).replaceAll("\n", "\\n")}"${style}];`);
     for (const child of node.children) lines.push(`  "${esc(node.id)}" -> "${esc(child.id)}";`);

@@ -33,6 +33,10 @@ const program = new Command()
   )
   .option("--concurrency <n>", "rollouts run at the same time", positiveInt, 1)
   .option("--token <token>", "bearer token for the store server (default: $AGL_STORE_TOKEN)")
+  .option(
+    "--proxy-token-secret <secret>",
+    "LLM proxy token secret: agents get per-attempt proxy tokens (default: $AGL_PROXY_TOKEN_SECRET)",
+  )
   .option("--worker-id <id>", "worker id reported to the store")
   .option("--poll-interval-ms <ms>", "wait between dequeues when the queue is empty", nonNegative, 1000)
   .option(
@@ -46,12 +50,16 @@ const program = new Command()
   .action(async (opts) => {
     const logger = consoleLogger(opts.logLevel as LogLevel);
     const agent = await loadAgent(opts.agent);
+    // The flag is visible in `ps`; the env var is the way to keep the secret out of process listings.
+    const proxyTokenSecret: string | undefined =
+      opts.proxyTokenSecret ?? (process.env.AGL_PROXY_TOKEN_SECRET || undefined);
     const worker = new Worker({
       store: opts.store,
       token: opts.token ?? process.env.AGL_STORE_TOKEN ?? null,
       agent,
       concurrency: opts.concurrency,
       ...(opts.workerId ? { workerId: opts.workerId } : {}),
+      ...(proxyTokenSecret ? { proxyTokenSecret } : {}),
       pollIntervalMs: opts.pollIntervalMs,
       gracePeriodMs: opts.gracePeriodMs,
       ...(opts.maxRollouts ? { maxRollouts: opts.maxRollouts } : {}),

@@ -3,7 +3,10 @@
  *
  * Differences from the Python client, on purpose: errors are typed and never hidden as null; batch
  * calls use one request (POST /spans/batch, /spans/next/batch; falling back to one request each on
- * servers without them); waitForRollouts long-polls in chunks instead of refusing timeouts > 0.1 s.
+ * servers without them); waitForRollouts long-polls in chunks instead of refusing timeouts > 0.1 s;
+ * calls that create something (enqueue, start rollout/attempt, add resources) are not resent once
+ * the server may have acted on them (`idempotent: false`, see http/transport.ts). Span writes are
+ * resent: the store drops a (rollout, attempt, span_id) it already has.
  */
 import {
   type Attempt,
@@ -13,11 +16,9 @@ import {
   type AttemptQuery,
   AttemptSchema,
   type EnqueueRolloutRequest,
-  InvalidArgumentError,
   type LightningStore,
   type NamedResources,
   type PaginatedResult,
-  paginatedSchema,
   parseOrThrow,
   type ResourcesQuery,
   type ResourcesUpdate,
@@ -29,7 +30,6 @@ import {
   type Span,
   type SpanInput,
   type SpanQuery,
-  SpanSchema,
   type StartRolloutRequest,
   type StoreCapabilities,
   StoreClosedError,
@@ -40,55 +40,41 @@ import {
   WorkerSchema,
 } from "@agl/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import { z } from "zod";
+import type { z } from "zod";
 import { HttpError } from "./http/errors.js";
 import { StoreTransport, type TransportOptions } from "./http/transport.js";
-import { AGL_SERVER_HEADER, type Shape, trustedArray, trustedObject } from "./http/trusted.js";
+import { AGL_SERVER_HEADER, type Shape } from "./http/trusted.js";
+import {
+  AttemptedRolloutList,
+  MaybeAttempt,
+  MaybeResources,
+  MaybeRollout,
+  MaybeSpan,
+  MaybeWorker,
+  PaginatedAttempts,
+  PaginatedResources,
+  PaginatedRollouts,
+  PaginatedSpans,
+  PaginatedWorkers,
+  RolloutList,
+  SequenceIdAnswer,
+  SequenceIdsAnswer,
+  SpanList,
+  StatisticsAnswer,
+  trustedAttempt,
+  trustedClaims,
+  trustedRollouts,
+  trustedSequenceIds,
+  trustedSpans,
+  wireQuery,
+} from "./http/wire.js";
+
+const enc = encodeURIComponent;
 
 export interface LightningStoreClientOptions extends TransportOptions {
   /** Longest single server-side wait asked for by waitForRollouts, in seconds. Default 10. */
   waitChunkSeconds?: number;
 }
-
-const RolloutOrAttempted = z.unknown().transform((value, ctx) => {
-  const schema =
-    typeof value === "object" && value !== null && "attempt" in value
-      ? AttemptedRolloutSchema
-      : RolloutSchema;
-  const parsed = schema.safeParse(value);
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues)
-      ctx.addIssue({ ...issue, code: "custom", message: issue.message });
-    return z.NEVER;
-  }
-  return parsed.data as Rollout | AttemptedRollout;
-});
-
-const PaginatedRollouts = paginatedSchema(RolloutOrAttempted);
-const PaginatedAttempts = paginatedSchema(AttemptSchema);
-const PaginatedSpans = paginatedSchema(SpanSchema);
-const PaginatedResources = paginatedSchema(ResourcesUpdateSchema);
-const PaginatedWorkers = paginatedSchema(WorkerSchema);
-
-/** camelCase query options → the wire's snake_case keys, leaving out undefined and null. */
-function wireQuery(query: object | undefined): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(query ?? {})) {
-    if (value === undefined || value === null) continue;
-    out[key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = value;
-  }
-  return out;
-}
-
-const enc = encodeURIComponent;
-
-const trustedSequenceIds: Shape<{ sequence_ids: number[] }> = (body, what) => {
-  const ids = trustedObject<{ sequence_ids: unknown }>(["sequence_ids"])(body, what).sequence_ids;
-  if (!Array.isArray(ids) || !ids.every((id) => Number.isInteger(id))) {
-    throw new InvalidArgumentError(`${what}.sequence_ids`, "must be a list of integers");
-  }
-  return { sequence_ids: ids as number[] };
-};
 
 /** Set by the agl store server on POST /waits/rollouts when the wait ended before its cap. */
 const WAIT_COMPLETE_HEADER = "x-agl-wait-complete";
@@ -154,12 +140,12 @@ export class LightningStoreClient implements LightningStore {
   }
 
   async statistics(): Promise<StoreStatistics> {
-    return (await this.call(z.record(z.string(), z.unknown()), "get", "statistics")) as StoreStatistics;
+    return (await this.call(StatisticsAnswer, "get", "statistics")) as StoreStatistics;
   }
 
   // --- rollouts and the queue
   startRollout(request: StartRolloutRequest): Promise<AttemptedRollout> {
-    return this.call(AttemptedRolloutSchema, "post", "rollouts", { json: request });
+    return this.call(AttemptedRolloutSchema, "post", "rollouts", { json: request, idempotent: false });
   }
 
   async enqueueRollout(request: EnqueueRolloutRequest): Promise<Rollout> {
@@ -168,8 +154,9 @@ export class LightningStoreClient implements LightningStore {
   }
 
   enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
-    return this.call(z.array(RolloutSchema), "post", "queues/rollouts/enqueue", {
+    return this.call(RolloutList, "post", "queues/rollouts/enqueue", {
       json: { rollouts: requests },
+      idempotent: false,
     });
   }
 
@@ -185,17 +172,18 @@ export class LightningStoreClient implements LightningStore {
   }): Promise<AttemptedRollout[]> {
     if (options.limit <= 0) return [];
     return this.call(
-      z.array(AttemptedRolloutSchema),
+      AttemptedRolloutList,
       "post",
       "queues/rollouts/dequeue",
       { json: { limit: options.limit, worker_id: options.workerId ?? null }, retry: false },
-      trustedArray<AttemptedRollout>(["rollout_id", "attempt"]),
+      trustedClaims,
     );
   }
 
   startAttempt(rolloutId: string, options: { workerId?: string | null } = {}): Promise<AttemptedRollout> {
     return this.call(AttemptedRolloutSchema, "post", `rollouts/${enc(rolloutId)}/attempts`, {
       json: { worker_id: options.workerId ?? null },
+      idempotent: false,
     });
   }
 
@@ -204,7 +192,7 @@ export class LightningStoreClient implements LightningStore {
   }
 
   getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
-    return this.call(RolloutOrAttempted.nullable(), "get", `rollouts/${enc(rolloutId)}`);
+    return this.call(MaybeRollout, "get", `rollouts/${enc(rolloutId)}`);
   }
 
   updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout> {
@@ -231,8 +219,9 @@ export class LightningStoreClient implements LightningStore {
       // The server says whether its wait ended on its own (every known id finished; unknown ids
       // never finish) rather than at its cap, so unknown ids do not keep us polling to the deadline.
       let complete = false;
+      const asked = performance.now();
       const finished = await this.call(
-        z.array(RolloutSchema),
+        RolloutList,
         "post",
         "waits/rollouts",
         {
@@ -242,10 +231,13 @@ export class LightningStoreClient implements LightningStore {
             complete = res.header(WAIT_COMPLETE_HEADER) === "1";
           },
         },
-        trustedArray<Rollout>(["rollout_id", "status"]),
+        trustedRollouts,
       );
       for (const rollout of finished) done.set(rollout.rollout_id, rollout);
-      if (complete || chunk === 0 || Date.now() >= deadline) break;
+      // Earlier agl servers also flagged a wait that merely ran to the chunk as complete;
+      // only an answer before the chunk ran out proves every known id finished.
+      const early = (performance.now() - asked) / 1000 < chunk - 0.05;
+      if ((complete && early) || chunk === 0 || Date.now() >= deadline) break;
     }
     return [...done.values()];
   }
@@ -258,7 +250,7 @@ export class LightningStoreClient implements LightningStore {
   }
 
   getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
-    return this.call(AttemptSchema.nullable(), "get", `rollouts/${enc(rolloutId)}/attempts/latest`);
+    return this.call(MaybeAttempt, "get", `rollouts/${enc(rolloutId)}/attempts/latest`);
   }
 
   updateAttempt(rolloutId: string, attemptId: string, patch: AttemptPatch): Promise<Attempt> {
@@ -267,13 +259,13 @@ export class LightningStoreClient implements LightningStore {
       "post",
       `rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}`,
       { json: patch },
-      trustedObject<Attempt>(["attempt_id", "status"]),
+      trustedAttempt,
     );
   }
 
   // --- resources
   addResources(resources: NamedResources): Promise<ResourcesUpdate> {
-    return this.call(ResourcesUpdateSchema, "post", "resources", { json: resources });
+    return this.call(ResourcesUpdateSchema, "post", "resources", { json: resources, idempotent: false });
   }
 
   updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate> {
@@ -281,11 +273,11 @@ export class LightningStoreClient implements LightningStore {
   }
 
   getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
-    return this.call(ResourcesUpdateSchema.nullable(), "get", `resources/${enc(resourcesId)}`);
+    return this.call(MaybeResources, "get", `resources/${enc(resourcesId)}`);
   }
 
   getLatestResources(): Promise<ResourcesUpdate | null> {
-    return this.call(ResourcesUpdateSchema.nullable(), "get", "resources/latest");
+    return this.call(MaybeResources, "get", "resources/latest");
   }
 
   queryResources(query?: ResourcesQuery): Promise<PaginatedResult<ResourcesUpdate>> {
@@ -296,19 +288,13 @@ export class LightningStoreClient implements LightningStore {
 
   // --- spans
   addSpan(span: SpanInput): Promise<Span | null> {
-    return this.call(SpanSchema.nullable(), "post", "spans", { json: span });
+    return this.call(MaybeSpan, "post", "spans", { json: span });
   }
 
   async addManySpans(spans: SpanInput[]): Promise<Span[]> {
     if (spans.length === 0) return [];
     const batched = await this.batch(() =>
-      this.call(
-        z.array(SpanSchema),
-        "post",
-        "spans/batch",
-        { json: { spans } },
-        trustedArray<Span>(["span_id", "sequence_id"]),
-      ),
+      this.call(SpanList, "post", "spans/batch", { json: { spans } }, trustedSpans),
     );
     if (batched) return batched;
     const stored: Span[] = [];
@@ -330,7 +316,7 @@ export class LightningStoreClient implements LightningStore {
   }
 
   async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
-    const body = await this.call(z.object({ sequence_id: z.number().int() }), "post", "spans/next", {
+    const body = await this.call(SequenceIdAnswer, "post", "spans/next", {
       json: { rollout_id: rolloutId, attempt_id: attemptId },
     });
     return body.sequence_id;
@@ -340,7 +326,7 @@ export class LightningStoreClient implements LightningStore {
     if (pairs.length === 0) return [];
     const batched = await this.batch(async () => {
       const body = await this.call(
-        z.object({ sequence_ids: z.array(z.number().int()) }),
+        SequenceIdsAnswer,
         "post",
         "spans/next/batch",
         {
@@ -368,7 +354,7 @@ export class LightningStoreClient implements LightningStore {
   }
 
   getWorkerById(workerId: string): Promise<Worker | null> {
-    return this.call(WorkerSchema.nullable(), "get", `workers/${enc(workerId)}`);
+    return this.call(MaybeWorker, "get", `workers/${enc(workerId)}`);
   }
 
   updateWorker(

@@ -23,6 +23,11 @@ export interface WorkerOptions {
   /** Rollouts run at the same time. Default 1. */
   concurrency?: number;
   workerId?: string;
+  /**
+   * The LLM proxy's token secret: each agent's ProxyLLM then carries a token valid only for its own
+   * attempt (see `RunnerOptions.proxyTokenSecret` in @agl/core).
+   */
+  proxyTokenSecret?: string;
   /** Poll interval when the queue is empty. Default 1000 ms. */
   pollIntervalMs?: number;
   /** How long in-flight rollouts may finish after a stop. Default 30 s. */
@@ -57,6 +62,7 @@ export class Worker {
       agent: options.agent,
       concurrency: options.concurrency ?? 1,
       ...(options.workerId ? { workerId: options.workerId } : {}),
+      ...(options.proxyTokenSecret === undefined ? {} : { proxyTokenSecret: options.proxyTokenSecret }),
       pollIntervalMs: options.pollIntervalMs ?? 1000,
       gracePeriodMs: options.gracePeriodMs ?? 30_000,
       ...(options.maxRollouts ? { maxRollouts: options.maxRollouts } : {}),

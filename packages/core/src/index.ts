@@ -3,6 +3,7 @@ export * from "./agent/lit-agent.js";
 export * from "./agent/resources.js";
 export * from "./agent/rollout.js";
 export * from "./agent/types.js";
+export * from "./auth/scoped-token.js";
 export * from "./emitters/emit.js";
 export * from "./emitters/operation.js";
 export type { EmitOptions } from "./emitters/record.js";

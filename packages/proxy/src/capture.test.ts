@@ -1,6 +1,6 @@
 import { mockEncode } from "@agl/core/mock-llm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Harness, sseEvents, startHarness } from "./test-support/harness.js";
+import { comparable, type Harness, sseEvents, startHarness } from "./test-support/harness.js";
 
 const tools = [
   {
@@ -12,18 +12,6 @@ const tools = [
     },
   },
 ];
-
-/** The attributes that must agree between a streamed and a non-streamed call (timing and ids excluded). */
-function comparable(attrs: Record<string, unknown>) {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(attrs)) {
-    if (/^agl\.proxy\.(latency_ms|ttft_ms|stream|request|response|body_truncated)$/.test(k)) continue;
-    if (k === "gen_ai.response.id" || k === "gen_ai.request.stream") continue;
-    // the mock derives tool-call ids from the response id, which differs per call
-    out[k] = k.endsWith(".tool_calls") ? JSON.parse(v as string).map(({ id: _, ...call }: any) => call) : v;
-  }
-  return out;
-}
 
 describe("capture through the proxy (real openai SDK, vLLM-like upstream)", () => {
   let h: Harness;
@@ -258,6 +246,41 @@ describe("capture through the proxy (real openai SDK, vLLM-like upstream)", () =
       expect(a.response_token_ids).toEqual((out.choices[0] as any).token_ids);
     } finally {
       await lean.close();
+    }
+  });
+
+  it("with logprobs injection off, sends no logprobs unless the client asks, and records the ids anyway", async () => {
+    const off = await startHarness({ proxy: { logprobs: false } });
+    try {
+      const r = await off.newAttempt();
+      const client = off.client(`${off.url}/rollout/${r.rolloutId}/attempt/${r.attemptId}/v1`);
+      const chatMessages = [{ role: "user" as const, content: "hi" }];
+      await client.chat.completions.create({ model: "m", messages: chatMessages });
+      await client.completions.create({ model: "m", prompt: "1+1=" });
+      // what the client asks for passes through untouched
+      await client.chat.completions.create({
+        model: "m",
+        messages: chatMessages,
+        logprobs: true,
+        top_logprobs: 2,
+      });
+      const sent = off.taps[0]!.exchanges.map((e) => JSON.parse(e.requestBody));
+      expect(sent).toHaveLength(3);
+      expect(sent[0].logprobs).toBeUndefined();
+      expect(sent[1].logprobs).toBeUndefined();
+      expect(sent[2]).toMatchObject({ logprobs: true, top_logprobs: 2 });
+      for (const s of sent) expect(s.return_token_ids).toBe(true);
+      const spans = await off.spans(r.rolloutId);
+      expect(spans).toHaveLength(3);
+      const [chat, completion, asked] = spans.map((s) => s.attributes);
+      expect(chat!.response_token_ids).toEqual(mockEncode("Echo: hi"));
+      expect(chat!["agl.response_logprobs"]).toBeUndefined();
+      expect(completion!.prompt_token_ids).toEqual(mockEncode("1+1="));
+      expect(completion!["agl.response_logprobs"]).toBeUndefined();
+      expect(asked!["agl.response_logprobs"]).toHaveLength("Echo: hi".length);
+      expect(chat!["agl.proxy.token_ids_missing"]).toBe(false);
+    } finally {
+      await off.close();
     }
   });
 

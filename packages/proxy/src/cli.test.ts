@@ -6,7 +6,8 @@ import { fileURLToPath } from "node:url";
 import { type MockLLMServer, mockEncode, startMockLLMServer } from "@agl/core/mock-llm";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseBackend } from "./cli.js";
+import { buildProgram, parseBackend, proxyOptionsFromArgs } from "./cli.js";
+import { resolveOptions } from "./options.js";
 
 const cli = fileURLToPath(new URL("./cli.ts", import.meta.url));
 
@@ -54,6 +55,54 @@ describe("agl-proxy CLI", () => {
       weight: 2,
     });
     expect(() => parseBackend("http://a:1,colour=red")).toThrow(/bad backend option/);
+  });
+
+  it("maps flags to options: raw bodies off by default (as the library), pause defaults, trace header", () => {
+    const parse = (...args: string[]) => {
+      const program = buildProgram().exitOverride();
+      program.parse(["node", "agl-proxy", "--backend", "http://a:1/v1", ...args]);
+      return proxyOptionsFromArgs(program.opts(), {});
+    };
+    const store = { addSpan: async () => null, getNextSpanSequenceId: async () => 1 };
+    const defaults = parse();
+    const library = resolveOptions({ store, backends: [{ url: "http://a:1/v1" }] });
+    for (const key of [
+      "captureBodies",
+      "retryAfterSeconds",
+      "pauseMode",
+      "traceHeader",
+      "unknownAttempts",
+      "logprobs",
+      "returnTokenIds",
+      "retries",
+      "timeoutMs",
+    ] as const) {
+      expect({ key, value: (defaults as any)[key] }).toEqual({ key, value: library[key] });
+    }
+    expect(defaults.captureBodies).toBe(false);
+    expect(defaults.maxHoldMs).toBeUndefined();
+    const set = parse(
+      "--capture-bodies",
+      "--retry-after-seconds",
+      "30",
+      "--max-hold-ms",
+      "90000",
+      "--pause-mode",
+      "hold",
+      "--trace-header",
+      "X-Trace-Id",
+      "--unknown-attempts",
+      "forward",
+    );
+    expect(set).toMatchObject({
+      captureBodies: true,
+      retryAfterSeconds: 30,
+      maxHoldMs: 90_000,
+      pauseMode: "hold",
+      traceHeader: "X-Trace-Id",
+      unknownAttempts: "forward",
+    });
+    expect(() => parse("--retry-after-seconds", "soon")).toThrow(/seconds/);
   });
 
   it("proxies and records through a --store-module store, requires the admin token, and drains on SIGTERM", async () => {
@@ -113,6 +162,8 @@ describe("agl-proxy CLI", () => {
     expect(lines[0].uri).toBe("custom://spans");
     expect(lines[0].span).toMatchObject({ rollout_id: "ro-1", attempt_id: "at-1", sequence_id: 1 });
     expect(lines[0].span.attributes.response_token_ids).toEqual(mockEncode("Echo: hello"));
+    // raw bodies are off by default
+    expect(lines[0].span.attributes["agl.proxy.request"]).toBeUndefined();
   });
 
   it("fails clearly on a bad store module", async () => {

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { BackendConfig } from "./backends.js";
+import type { LLMProxyOptions } from "./options.js";
 import { LLMProxy } from "./proxy.js";
 import { loadStore } from "./store-loader.js";
 
@@ -8,6 +9,12 @@ const collect = (value: string, previous: string[] = []) => [...previous, value]
 const int = (name: string) => (value: string) => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer`);
+  return n;
+};
+const seconds = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0)
+    throw new InvalidArgumentError(`${name} must be a number of seconds >= 0`);
   return n;
 };
 
@@ -25,46 +32,89 @@ export function parseBackend(spec: string): BackendConfig {
 }
 
 export function buildProgram(): Command {
-  return new Command("agl-proxy")
-    .description("OpenAI-compatible LLM gateway that records exact token ids into a LightningStore")
-    .requiredOption(
-      "-b, --backend <url[,model=M][,weight=W]>",
-      "an OpenAI-compatible upstream (repeatable)",
-      collect,
-    )
-    .option(
-      "-s, --store <uri>",
-      "where spans go: http(s)://store-server, memory:, sqlite:PATH, postgres://...",
-      "memory:",
-    )
-    .option(
-      "--store-module <specifier>",
-      "module exporting createStore(uri) → LightningStore (overrides the built-in loaders)",
-    )
-    .option("--store-token <token>", "bearer token for an http store server (env AGL_STORE_TOKEN)")
-    .option("--host <host>", "listen address", "127.0.0.1")
-    .option("-p, --port <port>", "listen port", int("port"), 8080)
-    .option("--model <name>", "public model name (rewrite target and /v1/models)")
-    .option("--admin-token <token>", "token for /proxy/* and session routes (env AGL_PROXY_ADMIN_TOKEN)")
-    .option("--token-secret <secret>", "HMAC secret for per-attempt tokens (env AGL_PROXY_TOKEN_SECRET)")
-    .addOption(new Option("--llm-auth <mode>", "who may call the LLM routes").choices(["none", "token"]))
-    .addOption(
-      new Option("--pause-mode <mode>", "what paused calls get")
-        .choices(["reject", "hold"])
-        .default("reject"),
-    )
-    .option("--no-token-ids", "do not inject return_token_ids")
-    .option("--no-logprobs", "do not inject logprobs")
-    .option("--no-capture-bodies", "do not record request/response bodies")
-    .option("--retries <n>", "extra tries on other backends", int("retries"), 3)
-    .option("--timeout-ms <ms>", "per-attempt upstream silence limit", int("timeout"), 300_000)
-    .option("--max-body-bytes <n>", "request body limit", int("max-body-bytes"), 16 * 1024 * 1024)
-    .option(
-      "--health-interval-ms <ms>",
-      "active health-check period (0 = off)",
-      int("health interval"),
-      5_000,
-    );
+  return (
+    new Command("agl-proxy")
+      .description("OpenAI-compatible LLM gateway that records exact token ids into a LightningStore")
+      .requiredOption(
+        "-b, --backend <url[,model=M][,weight=W]>",
+        "an OpenAI-compatible upstream (repeatable)",
+        collect,
+      )
+      .option(
+        "-s, --store <uri>",
+        "where spans go: http(s)://store-server, memory:, sqlite:PATH, postgres://...",
+        "memory:",
+      )
+      .option(
+        "--store-module <specifier>",
+        "module exporting createStore(uri) → LightningStore (overrides the built-in loaders)",
+      )
+      .option("--store-token <token>", "bearer token for an http store server (env AGL_STORE_TOKEN)")
+      .option("--host <host>", "listen address", "127.0.0.1")
+      .option("-p, --port <port>", "listen port", int("port"), 8080)
+      .option("--model <name>", "public model name (rewrite target and /v1/models)")
+      .option("--admin-token <token>", "token for /proxy/* and session routes (env AGL_PROXY_ADMIN_TOKEN)")
+      .option("--token-secret <secret>", "HMAC secret for per-attempt tokens (env AGL_PROXY_TOKEN_SECRET)")
+      .addOption(new Option("--llm-auth <mode>", "who may call the LLM routes").choices(["none", "token"]))
+      .addOption(
+        new Option("--pause-mode <mode>", "what paused calls get")
+          .choices(["reject", "hold"])
+          .default("reject"),
+      )
+      .option("--retry-after-seconds <s>", "Retry-After of paused calls", seconds("retry-after-seconds"), 5)
+      .option("--max-hold-ms <ms>", "hold mode: turn a parked call away after this long", int("max-hold-ms"))
+      .option(
+        "--trace-header <name>",
+        "header carrying a rollout-wide trace id (verl recipe 003)",
+        "trace_id",
+      )
+      .addOption(
+        new Option("--unknown-attempts <what>", "calls naming an attempt the store does not have")
+          .choices(["reject", "forward"])
+          .default("reject"),
+      )
+      .option("--no-token-ids", "do not inject return_token_ids")
+      .option("--no-logprobs", "do not inject logprobs")
+      // off by default, as in the library: the parsed attributes carry every number, raw bodies double a span
+      .option("--capture-bodies", "also record the raw request/response bodies", false)
+      .option("--retries <n>", "extra tries on other backends", int("retries"), 3)
+      .option("--timeout-ms <ms>", "per-attempt upstream silence limit", int("timeout"), 300_000)
+      .option("--max-body-bytes <n>", "request body limit", int("max-body-bytes"), 16 * 1024 * 1024)
+      .option(
+        "--health-interval-ms <ms>",
+        "active health-check period (0 = off)",
+        int("health interval"),
+        5_000,
+      )
+  );
+}
+
+/** The proxy options the command line gives (everything but the store, which is loaded from `--store`). */
+export function proxyOptionsFromArgs(
+  o: Record<string, any>,
+  env: NodeJS.ProcessEnv = process.env,
+): Omit<LLMProxyOptions, "store"> {
+  return {
+    backends: (o.backend as string[]).map(parseBackend),
+    host: o.host,
+    port: o.port,
+    model: o.model ?? null,
+    adminToken: o.adminToken ?? env.AGL_PROXY_ADMIN_TOKEN ?? null,
+    tokenSecret: o.tokenSecret ?? env.AGL_PROXY_TOKEN_SECRET,
+    llmAuth: o.llmAuth,
+    pauseMode: o.pauseMode,
+    retryAfterSeconds: o.retryAfterSeconds,
+    ...(o.maxHoldMs !== undefined ? { maxHoldMs: o.maxHoldMs } : {}),
+    traceHeader: o.traceHeader,
+    unknownAttempts: o.unknownAttempts,
+    returnTokenIds: o.tokenIds,
+    logprobs: o.logprobs,
+    captureBodies: o.captureBodies,
+    retries: o.retries,
+    timeoutMs: o.timeoutMs,
+    maxBodyBytes: o.maxBodyBytes,
+    healthCheckIntervalMs: o.healthIntervalMs,
+  };
 }
 
 export async function main(argv = process.argv): Promise<void> {
@@ -75,24 +125,7 @@ export async function main(argv = process.argv): Promise<void> {
     module: o.storeModule,
     token: o.storeToken ?? process.env.AGL_STORE_TOKEN ?? null,
   });
-  const proxy = new LLMProxy({
-    store,
-    backends: (o.backend as string[]).map(parseBackend),
-    host: o.host,
-    port: o.port,
-    model: o.model ?? null,
-    adminToken: o.adminToken ?? process.env.AGL_PROXY_ADMIN_TOKEN ?? null,
-    tokenSecret: o.tokenSecret ?? process.env.AGL_PROXY_TOKEN_SECRET,
-    llmAuth: o.llmAuth,
-    pauseMode: o.pauseMode,
-    returnTokenIds: o.tokenIds,
-    logprobs: o.logprobs,
-    captureBodies: o.captureBodies,
-    retries: o.retries,
-    timeoutMs: o.timeoutMs,
-    maxBodyBytes: o.maxBodyBytes,
-    healthCheckIntervalMs: o.healthIntervalMs,
-  });
+  const proxy = new LLMProxy({ store, ...proxyOptionsFromArgs(o) });
   const url = await proxy.start();
   console.log(
     `agl-proxy listening on ${url} (OpenAI base URL ${url}/v1), recording into ${o.storeModule ?? o.store}`,

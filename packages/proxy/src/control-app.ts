@@ -4,6 +4,7 @@ import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import type { Authenticator } from "./auth.js";
 import type { BackendPool } from "./backends.js";
+import type { CaptureCounters } from "./call-recorder.js";
 import type { PauseGate, PauseState } from "./pause.js";
 import type { SessionRegistry } from "./sessions.js";
 
@@ -12,6 +13,10 @@ export interface ControlDeps {
   pool: BackendPool;
   gate: PauseGate;
   sessions: SessionRegistry;
+  /** Spans recorded and lost so far, reported by GET /proxy/state. */
+  captureCounters(): CaptureCounters;
+  /** Resolves once every ended call's span has been handed to the store. */
+  flush(): Promise<void>;
   maxBodyBytes: number;
   pause(options: {
     retryAfterSeconds?: number;
@@ -118,14 +123,18 @@ export function createControlApp(d: ControlDeps): Hono<Env> {
     if (!body.ok) return c.json({ detail: body.detail }, 422);
     return c.json(await d.resume({ modelVersion: body.value.model_version }));
   });
-  app.get("/proxy/state", (c) => c.json(d.gate.state()));
-  /** Long-poll until nothing is in flight (or `timeout` seconds pass): `{drained, ...state}`. */
+  app.get("/proxy/state", (c) => c.json({ ...d.gate.state(), ...d.captureCounters() }));
+  /**
+   * Long-poll until nothing is in flight and every ended call's span is in the store (or `timeout`
+   * seconds pass): `{drained, ...state}`. A remote algorithm calls it before reading spans.
+   */
   app.post("/proxy/drain", async (c) => {
     const timeout = Number(c.req.query("timeout") ?? "30");
     if (!Number.isFinite(timeout) || timeout < 0)
       return c.json({ detail: "timeout must be >= 0 seconds" }, 422);
     try {
       await d.gate.drain(timeout * 1000);
+      await d.flush();
       return c.json({ drained: true, ...d.gate.state() });
     } catch {
       return c.json({ drained: false, ...d.gate.state() });

@@ -43,6 +43,33 @@ describe("faults", () => {
     }
   });
 
+  it("sends each backend its own model name on failover (first 500s, second serves another name)", async () => {
+    const h = await startHarness({
+      mocks: [{ failFirst: 1_000 }, {}],
+      backendModels: ["model-a", "model-b"],
+    });
+    try {
+      const a = await attemptPreferring(h, 0);
+      const out = await h
+        .client(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1`)
+        .chat.completions.create({ model: "client-name", messages });
+      expect(out.choices[0]!.message.content).toContain("Echo:");
+      expect(h.mocks[0]!.requests.map((r) => r.body.model)).toEqual(["model-a"]);
+      expect(h.mocks[1]!.requests.map((r) => r.body.model)).toEqual(["model-b"]);
+      const [span] = await h.spans(a.rolloutId);
+      expect(span!.attributes).toMatchObject({
+        "agl.proxy.retry_count": 1,
+        "agl.proxy.backend": `${h.taps[1]!.url}/v1`,
+        "gen_ai.request.model": "model-b",
+        "agl.proxy.client_model": "client-name",
+      });
+      // the recorded request is the exact body the answering backend got
+      expect(span!.attributes["agl.proxy.request"]).toBe(h.taps[1]!.exchanges[0]!.requestBody);
+    } finally {
+      await h.close();
+    }
+  });
+
   it("returns the upstream's error (and records it) once retries are exhausted", async () => {
     const h = await startHarness({ mocks: [{ failFirst: 1_000 }], proxy: { retries: 2 } });
     try {
@@ -157,6 +184,36 @@ describe("faults", () => {
       await h.close();
     }
   });
+
+  it("records a non-streamed call whose client disconnects before the answer, flagged partial", async () => {
+    const h = await startHarness({ mocks: [{ delayMs: 300 }] });
+    try {
+      const a = await h.newAttempt();
+      const abort = new AbortController();
+      const call = fetch(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "m", messages }),
+        signal: abort.signal,
+      });
+      await sleep(80);
+      expect(h.proxy.state().inflight).toBe(1);
+      abort.abort();
+      await expect(call).rejects.toThrow();
+      await sleep(50);
+      const [span] = await h.spans(a.rolloutId);
+      expect(span!.attributes).toMatchObject({
+        "agl.proxy.stream": false,
+        "agl.proxy.partial": true,
+        "agl.proxy.status": "error",
+        "agl.proxy.error": "client disconnected",
+      });
+      expect(span!.status.status_code).toBe("ERROR");
+      expect(h.proxy.state().inflight).toBe(0);
+    } finally {
+      await h.close();
+    }
+  });
 });
 
 describe("pause, drain, resume", () => {
@@ -204,6 +261,29 @@ describe("pause, drain, resume", () => {
     }
   });
 
+  it("POST /proxy/drain returns only once ended calls' spans are in the store (slow store)", async () => {
+    const h = await startHarness();
+    try {
+      // a store that takes 150 ms per write, so the agent has its answer long before the span lands
+      const slow = <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
+        (async (...args: A) => {
+          await sleep(150);
+          return fn(...args);
+        }) as (...args: A) => Promise<R>;
+      h.store.addManySpans = slow(h.store.addManySpans.bind(h.store));
+      h.store.addSpan = slow(h.store.addSpan.bind(h.store));
+      const a = await h.newAttempt();
+      const client = h.client(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1`);
+      await client.chat.completions.create({ model: "m", messages });
+      expect((await h.store.querySpans(a.rolloutId)).items).toHaveLength(0);
+      const drained = await fetch(`${h.url}/proxy/drain?timeout=5`, { method: "POST" });
+      expect(await drained.json()).toMatchObject({ drained: true, inflight: 0 });
+      expect((await h.store.querySpans(a.rolloutId)).items).toHaveLength(1);
+    } finally {
+      await h.close();
+    }
+  });
+
   it("hold mode parks calls until resume, so SDK retries never run out", async () => {
     const h = await startHarness({ proxy: { pauseMode: "hold" } });
     try {
@@ -220,6 +300,57 @@ describe("pause, drain, resume", () => {
       expect(h.proxy.state()).toMatchObject({ paused: true, held: 1, inflight: 0 });
       await h.proxy.resume();
       expect((await call).choices[0]!.message.content).toContain("Echo:");
+    } finally {
+      await h.close();
+    }
+  });
+
+  it("hold mode turns a parked call away with 429 once maxHoldMs has passed", async () => {
+    const h = await startHarness({ proxy: { pauseMode: "hold", maxHoldMs: 200, retryAfterSeconds: 3 } });
+    try {
+      const a = await h.newAttempt();
+      await h.proxy.pause({ reason: "long update" });
+      const t0 = Date.now();
+      const res = await fetch(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "m", messages }),
+      });
+      const waited = Date.now() - t0;
+      expect(waited).toBeGreaterThanOrEqual(190);
+      expect(waited).toBeLessThan(2_000);
+      expect(res.status).toBe(429);
+      expect(res.headers.get("retry-after")).toBe("3");
+      expect(await res.json()).toEqual({ error: "gateway paused", reason: "long update" });
+      expect(h.proxy.state()).toMatchObject({ paused: true, held: 0, inflight: 0 });
+      expect(h.mocks[0]!.requests).toHaveLength(0);
+      expect(await h.spans(a.rolloutId)).toHaveLength(0);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it("uses the retryAfterSeconds option for pauses that name none; a pause's own value lasts one pause", async () => {
+    const h = await startHarness({ proxy: { retryAfterSeconds: 42 } });
+    try {
+      const a = await h.newAttempt();
+      const post = () =>
+        fetch(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: "m", messages }),
+        });
+      expect((await h.proxy.pause()).retry_after_seconds).toBe(42);
+      const first = await post();
+      expect(first.status).toBe(429);
+      expect(first.headers.get("retry-after")).toBe("42");
+      await h.proxy.resume();
+      await h.proxy.pause({ retryAfterSeconds: 1.5 });
+      expect((await post()).headers.get("retry-after")).toBe("2");
+      // pausing again while paused (say, to drain) keeps what the pause set
+      expect((await h.proxy.pause({ drain: true })).retry_after_seconds).toBe(1.5);
+      await h.proxy.resume();
+      expect((await h.proxy.pause()).retry_after_seconds).toBe(42);
     } finally {
       await h.close();
     }

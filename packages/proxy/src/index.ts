@@ -1,5 +1,6 @@
 export type { BackendConfig, BackendState } from "./backends.js";
 export { rendezvousScore } from "./backends.js";
+export type { CaptureCounters } from "./call-recorder.js";
 export { buildCallSpan, type CallRecord, choiceLogprobs } from "./capture.js";
 export type { LLMProxyOptions, ProxyLogger, ResolvedProxyOptions, SpanSink } from "./options.js";
 export { LLMProxyOptionsSchema } from "./options.js";

@@ -1,55 +1,60 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { AttemptDirectory } from "./attempt-directory.js";
+import { type Attribution, Attributor } from "./attribution.js";
 import { AuthError, type Authenticator } from "./auth.js";
 import type { BackendPool } from "./backends.js";
-import { buildCallSpan, type CallRecord } from "./capture.js";
+import { CallRecorder, type CaptureCounters, type PendingCall } from "./call-recorder.js";
+import { forwardCall } from "./forward.js";
 import { header, openaiError, readBody, sendJson } from "./http-util.js";
 import type { ProxyLogger, ResolvedProxyOptions } from "./options.js";
 import type { PauseGate } from "./pause.js";
-import type { AttributionStyle, Mode, RouteMatch } from "./routes.js";
-import { type SessionRegistry, turnFromCall } from "./sessions.js";
+import { rewriteRequest, UpstreamRequest } from "./rewrite.js";
+import type { RouteMatch } from "./routes.js";
+import type { SessionRegistry } from "./sessions.js";
 import type { SpanWriter } from "./span-writer.js";
-import { relayStream } from "./stream-relay.js";
-import {
-  backoffMs,
-  callUpstream,
-  collectBody,
-  isRetryableStatus,
-  isTimeoutError,
-  type UpstreamCall,
-} from "./upstream.js";
-
-interface Attribution {
-  rolloutId: string;
-  attemptId: string;
-  style: AttributionStyle;
-  mode: Mode | null;
-  sessionId: string | null;
-}
+import { callUpstream, collectBody } from "./upstream.js";
 
 const now = () => performance.timeOrigin + performance.now();
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The proxied LLM calls: attribution, rewrite, upstream with failover, relay, capture. */
+/**
+ * The proxied LLM calls, in order: attribution (attribution.ts), the unknown-attempt check
+ * (attempt-directory.ts), the pause gate, rewrites (rewrite.ts), upstream with failover and the answer to
+ * the client (forward.ts), and the span (call-recorder.ts).
+ */
 export class LLMCallHandler {
-  /** Span writes not yet settled; stop() and flush() wait for them. */
-  readonly pendingWrites = new Set<Promise<unknown>>();
-  private readonly warned = new Set<string>();
+  private readonly recorder: CallRecorder;
+  private readonly attributor: Attributor;
+  /** Null when the store cannot look attempts up, or checks are off: every attribution is taken as is. */
+  private readonly directory: AttemptDirectory | null;
 
   constructor(
     private readonly o: ResolvedProxyOptions,
     private readonly writer: SpanWriter,
     private readonly pool: BackendPool,
     private readonly gate: PauseGate,
-    private readonly auth: Authenticator,
-    private readonly sessions: SessionRegistry,
-    private readonly log: ProxyLogger,
-  ) {}
+    auth: Authenticator,
+    sessions: SessionRegistry,
+    log: ProxyLogger,
+  ) {
+    this.recorder = new CallRecorder(writer, sessions, o, log);
+    this.attributor = new Attributor(o.traceHeader, auth, sessions);
+    this.directory = o.unknownAttempts === "reject" ? AttemptDirectory.for(o.store, log) : null;
+  }
+
+  /** Span writes not yet settled; stop() and flush() wait for them. */
+  get pendingWrites(): Set<Promise<unknown>> {
+    return this.recorder.pendingWrites;
+  }
+
+  get captureCounters(): CaptureCounters {
+    return this.recorder.counters();
+  }
 
   async handle(req: IncomingMessage, res: ServerResponse, match: RouteMatch): Promise<void> {
     const startMs = now();
     let attribution: Attribution | null;
     try {
-      attribution = this.attribute(req, match);
+      attribution = this.attributor.attribute(req, match);
     } catch (error) {
       if (error instanceof AuthError)
         return sendJson(res, error.status, openaiError(error.message, "authentication_error"));
@@ -79,6 +84,18 @@ export class LLMCallHandler {
     if (body === null || typeof body !== "object" || Array.isArray(body)) {
       return sendJson(res, 400, openaiError("request body must be a JSON object", "invalid_request_error"));
     }
+    if (attribution?.explicit && this.directory) {
+      const { rolloutId: rid, attemptId: aid } = attribution;
+      const known = this.directory.cached(rid, aid) ?? (await this.directory.exists(rid, aid));
+      if (!known) {
+        // Agent Lightning v1.0 answers 404 too; forwarding would lose the span to the store's rejection
+        return sendJson(
+          res,
+          404,
+          openaiError(`rollout ${rid} has no attempt ${aid}`, "invalid_request_error", "unknown_attempt"),
+        );
+      }
+    }
 
     if (!this.gate.tryEnter()) {
       const entered = await this.gate.enter();
@@ -93,26 +110,27 @@ export class LLMCallHandler {
     }
     const isChat = match.op === "chat";
     const clientModel = body.model;
-    const ranked = this.pool.rank(attribution?.rolloutId ?? null);
-    this.rewrite(body, isChat, attribution?.mode ?? null, ranked[0]!.model);
+    const warning = rewriteRequest(body, isChat, attribution?.mode ?? null, this.o);
+    if (warning) this.recorder.warnOnce(warning.key, warning.message);
     const stream = body.stream === true;
     // the sequence id is allocated while the upstream works, off the critical path
-    const seq = attribution ? this.allocateSequenceId(attribution) : null;
-    const payloadText = JSON.stringify(body);
-    const payload = Buffer.from(payloadText);
-    const record: Omit<CallRecord, "sequenceId"> | null = attribution
+    const seq = attribution ? this.writer.nextSequenceId(attribution.rolloutId, attribution.attemptId) : null;
+    const record: PendingCall | null = attribution
       ? {
           rolloutId: attribution.rolloutId,
           attemptId: attribution.attemptId,
+          sequenceId: 0,
           style: attribution.style,
           mode: attribution.mode,
           sessionId: attribution.sessionId,
           isChat,
           request: body,
-          requestText: payloadText,
+          requestText: "",
           clientModel,
           response: null,
           rawResponse: null,
+          responseBytes: null,
+          responseIsJson: false,
           httpStatus: null,
           error: null,
           stream,
@@ -126,242 +144,20 @@ export class LLMCallHandler {
         }
       : null;
     try {
-      await this.forward(
+      await forwardCall({
+        o: this.o,
+        pool: this.pool,
         res,
-        ranked,
-        isChat ? "chat/completions" : "completions",
-        payload,
+        ranked: this.pool.rank(attribution?.rolloutId ?? null),
+        subpath: isChat ? "chat/completions" : "completions",
+        request: new UpstreamRequest(body, this.o),
         stream,
         isChat,
         record,
-      );
+      });
     } finally {
-      if (record && seq) this.capture(record, seq);
+      if (record && seq) this.recorder.record(record, seq);
       this.gate.leave();
-    }
-  }
-
-  /** Who the call belongs to, checked against the caller's credential. */
-  private attribute(req: IncomingMessage, match: RouteMatch): Attribution | null {
-    const principal = this.auth.llmPrincipal(req.headers);
-    let a: Attribution | null = null;
-    if (match.rolloutId && match.attemptId) {
-      a = {
-        rolloutId: match.rolloutId,
-        attemptId: match.attemptId,
-        style: match.style!,
-        mode: match.mode ?? null,
-        sessionId: null,
-      };
-    } else if (match.sessionId) {
-      const s = this.sessions.get(match.sessionId);
-      a = {
-        rolloutId: s?.rollout_id ?? match.sessionId,
-        attemptId: s?.attempt_id ?? "0",
-        style: "session",
-        mode: null,
-        sessionId: match.sessionId,
-      };
-    } else {
-      const h = req.headers;
-      const rid = h["x-rollout-id"];
-      const aid = h["x-attempt-id"];
-      const trace = h[this.o.traceHeader];
-      if (typeof rid === "string" && typeof aid === "string" && rid && aid) {
-        a = { rolloutId: rid, attemptId: aid, style: "header", mode: null, sessionId: null };
-      } else if ((rid === undefined) !== (aid === undefined)) {
-        throw new AuthError(400, "x-rollout-id and x-attempt-id must be given together");
-      } else if (typeof trace === "string" && trace) {
-        const s = this.sessions.get(trace);
-        a = {
-          rolloutId: s?.rollout_id ?? trace,
-          attemptId: s?.attempt_id ?? "0",
-          style: "trace_header",
-          mode: null,
-          sessionId: s ? trace : null,
-        };
-      } else if (principal.kind === "attempt") {
-        a = {
-          rolloutId: principal.rolloutId,
-          attemptId: principal.attemptId,
-          style: "token",
-          mode: null,
-          sessionId: null,
-        };
-      }
-    }
-    if (
-      principal.kind === "attempt" &&
-      a &&
-      (a.rolloutId !== principal.rolloutId || a.attemptId !== principal.attemptId)
-    ) {
-      throw new AuthError(403, "this token is scoped to another rollout attempt");
-    }
-    return a;
-  }
-
-  private rewrite(
-    body: Record<string, any>,
-    isChat: boolean,
-    mode: Mode | null,
-    backendModel: string | null,
-  ): void {
-    const o = this.o;
-    if (o.rewriteModel) {
-      const target = backendModel ?? o.model;
-      if (target) body.model = target;
-    }
-    const modeConfig = mode ? o.modes[mode] : null;
-    if (modeConfig && modeConfig.temperature !== null) body.temperature = modeConfig.temperature;
-    if (o.returnTokenIds) body.return_token_ids = true;
-    const wantLogprobs = modeConfig ? modeConfig.logprobs : o.logprobs;
-    if (wantLogprobs) {
-      if (isChat && body.logprobs !== true) body.logprobs = true;
-      if (!isChat && typeof body.logprobs !== "number") body.logprobs = 1;
-    }
-    if (body.stream === true && o.includeUsageInStreams) {
-      body.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
-    }
-    const temperature = body.temperature ?? 1;
-    const hasLogprobs = isChat ? body.logprobs === true : typeof body.logprobs === "number";
-    if (hasLogprobs && temperature !== 1 && mode !== "val") {
-      this.warnOnce(
-        `temperature:${temperature}`,
-        `training call with temperature ${temperature} ≠ 1: vLLM's default raw logprobs are computed before ` +
-          "temperature, so they are not the sampling distribution (set train temperature 1 or --logprobs-mode processed_logprobs)",
-      );
-    }
-  }
-
-  private async forward(
-    res: ServerResponse,
-    ranked: ReturnType<BackendPool["rank"]>,
-    subpath: string,
-    payload: Buffer,
-    stream: boolean,
-    isChat: boolean,
-    record: Omit<CallRecord, "sequenceId"> | null,
-  ): Promise<void> {
-    const o = this.o;
-    const tries = o.retries + 1;
-    let clientGone = false;
-    let current: UpstreamCall | null = null;
-    const onClose = () => {
-      if (!res.writableFinished) {
-        clientGone = true;
-        // propagate the abort so the engine frees the sequence
-        current?.abort(new Error("client disconnected"));
-      }
-    };
-    res.once("close", onClose);
-    for (let attempt = 0; attempt < tries && !clientGone; attempt++) {
-      const backend = ranked[attempt % ranked.length]!;
-      if (record) {
-        record.backend = backend.url;
-        record.retryCount = attempt;
-      }
-      backend.inflight++;
-      const last = attempt === tries - 1;
-      try {
-        const call = callUpstream(
-          backend,
-          "POST",
-          subpath,
-          payload,
-          o.timeoutMs,
-          stream ? "text/event-stream" : "application/json",
-        );
-        current = call;
-        const { status, headers } = await call.started;
-        if (isRetryableStatus(status) && !last) {
-          call.abort(new Error("retrying"));
-          this.pool.recordFailure(backend, `HTTP ${status}`);
-          await sleep(backoffMs(attempt, o.backoffBaseMs, o.backoffMaxMs, header(headers["retry-after"])));
-          continue;
-        }
-        const contentType = header(headers["content-type"]) ?? "application/json";
-        if (stream && status < 300 && contentType.startsWith("text/event-stream")) {
-          this.pool.recordSuccess(backend);
-          await relayStream(call, status, res, isChat, record, o.timeoutMs, o.sseKeepAliveMs);
-          return;
-        }
-        const body = await collectBody(call);
-        if (status < 500) this.pool.recordSuccess(backend);
-        else this.pool.recordFailure(backend, `HTTP ${status}`);
-        if (!clientGone) {
-          res.writeHead(status, { "content-type": contentType, "content-length": body.length });
-          res.end(body);
-        }
-        if (record) {
-          record.endMs = now();
-          record.httpStatus = status;
-          record.partial = clientGone;
-          record.rawResponse = body.toString("utf8");
-          if (contentType.includes("json")) {
-            try {
-              record.response = JSON.parse(record.rawResponse);
-            } catch {
-              record.error = "upstream response is not valid JSON";
-            }
-          }
-          if (status >= 400 && !record.error) record.error = `upstream returned HTTP ${status}`;
-          if (clientGone) record.error = "client disconnected";
-        }
-        return;
-      } catch (error) {
-        if (clientGone) {
-          if (record) Object.assign(record, { endMs: now(), partial: true, error: "client disconnected" });
-          return;
-        }
-        const timedOut = isTimeoutError(error);
-        const message = timedOut ? `upstream sent nothing for ${o.timeoutMs} ms` : (error as Error).message;
-        this.pool.recordFailure(backend, message);
-        if (!last) {
-          await sleep(backoffMs(attempt, o.backoffBaseMs, o.backoffMaxMs));
-          continue;
-        }
-        if (record) Object.assign(record, { endMs: now(), httpStatus: timedOut ? 504 : 502, error: message });
-        sendJson(res, timedOut ? 504 : 502, openaiError(`upstream failed: ${message}`, "upstream_error"));
-        return;
-      } finally {
-        backend.inflight--;
-        current = null;
-      }
-    }
-    if (record && clientGone)
-      Object.assign(record, { endMs: now(), partial: true, error: "client disconnected" });
-  }
-
-  private allocateSequenceId(a: Attribution): Promise<number | null> {
-    return this.writer.nextSequenceId(a.rolloutId, a.attemptId);
-  }
-
-  /** Build and write the span after the client has its answer; failures are logged, never surfaced. */
-  private capture(record: Omit<CallRecord, "sequenceId">, seq: Promise<number | null>): void {
-    const write = this.writeSpan(record, seq).finally(() => this.pendingWrites.delete(write));
-    this.pendingWrites.add(write);
-  }
-
-  private async writeSpan(
-    record: Omit<CallRecord, "sequenceId">,
-    seq: Promise<number | null>,
-  ): Promise<void> {
-    try {
-      const sequenceId = await seq;
-      if (sequenceId === null) return;
-      const span = buildCallSpan({ ...record, sequenceId }, this.o);
-      if (span.attributes?.["agl.proxy.token_ids_missing"] === true) {
-        this.warnOnce(
-          `no-ids:${record.backend}`,
-          `backend ${record.backend} returned no token ids (is it vLLM >= 0.10.2?); calls are recorded and flagged agl.proxy.token_ids_missing`,
-        );
-      }
-      if (record.sessionId && record.isChat && record.response) {
-        this.sessions.resolve(record.sessionId).turns.push(turnFromCall(record.request, record.response));
-      }
-      await this.writer.write(span);
-    } catch (error) {
-      this.log.error(`recording a span for ${record.rolloutId} failed: ${(error as Error).message}`);
     }
   }
 
@@ -388,11 +184,5 @@ export class LLMCallHandler {
     } catch (error) {
       sendJson(res, 502, openaiError(`upstream failed: ${(error as Error).message}`, "upstream_error"));
     }
-  }
-
-  private warnOnce(key: string, message: string): void {
-    if (this.warned.has(key)) return;
-    this.warned.add(key);
-    this.log.warn(message);
   }
 }

@@ -63,6 +63,12 @@ export const LLMProxyOptionsSchema = z.object({
   traceHeader: z.string().min(1).default("trace_id"),
   /** Calls with no attribution: forwarded without a span, or rejected with 400. */
   unattributed: z.enum(["forward", "reject"]).default("forward"),
+  /**
+   * Calls naming a rollout attempt the store does not have (path, v1.0 path, headers, token, bound
+   * session or trace id): 404 as Agent Lightning v1.0 ("reject"; needs a store with `queryAttempts`,
+   * answers are cached), or forwarded, their span then rejected by the store, logged and counted.
+   */
+  unknownAttempts: z.enum(["reject", "forward"]).default("reject"),
   /** Extra tries after the first, each on the next-ranked backend. */
   retries: z.number().int().min(0).default(3),
   backoffBaseMs: z.number().min(0).default(250),
@@ -77,10 +83,16 @@ export const LLMProxyOptionsSchema = z.object({
     .int()
     .positive()
     .default(16 * 1024 * 1024),
+  /** What paused calls get, unless a pause says otherwise. */
   pauseMode: z.enum(["reject", "hold"]).default("reject"),
+  /** `Retry-After` of paused calls, unless a pause says otherwise. */
   retryAfterSeconds: z.number().min(0).default(5),
+  /** Hold mode: a parked call is turned away (429) after this long. */
   maxHoldMs: z.number().int().positive().default(600_000),
-  /** Also record the raw request/response bodies (roughly doubles a span's size and the store's cost). */
+  /**
+   * Also record the raw request/response bodies (roughly doubles a span's size and the store's cost).
+   * Off by default here and in the CLI (`--capture-bodies`): every number is in the parsed attributes.
+   */
   captureBodies: z.boolean().default(false),
   maxBodyChars: z.number().int().positive().default(1_000_000),
   healthCheckIntervalMs: z.number().int().min(0).default(5_000),

@@ -14,6 +14,7 @@ export interface PauseState {
   model_version: string | number | null;
 }
 
+/** Per pause; a new pause's `retryAfterSeconds` and `mode` default to the gate's configured ones. */
 export interface PauseOptions {
   retryAfterSeconds?: number;
   reason?: string | null;
@@ -40,7 +41,9 @@ type GateResult = { ok: true } | { ok: false; retryAfterSeconds: number; reason:
 export class PauseGate {
   private paused = false;
   private mode: PauseMode;
-  private retryAfterSeconds = 5;
+  private retryAfterSeconds: number;
+  private readonly defaultMode: PauseMode;
+  private readonly defaultRetryAfterSeconds: number;
   private reason: string | null = null;
   private pausedAt: number | null = null;
   private inflightCount = 0;
@@ -49,8 +52,18 @@ export class PauseGate {
   modelVersion: string | number | null;
   private readonly maxHoldMs: number;
 
-  constructor(options: { mode?: PauseMode; maxHoldMs?: number; modelVersion?: string | number | null } = {}) {
-    this.mode = options.mode ?? "reject";
+  constructor(
+    options: {
+      mode?: PauseMode;
+      retryAfterSeconds?: number;
+      maxHoldMs?: number;
+      modelVersion?: string | number | null;
+    } = {},
+  ) {
+    this.defaultMode = options.mode ?? "reject";
+    this.defaultRetryAfterSeconds = options.retryAfterSeconds ?? 5;
+    this.mode = this.defaultMode;
+    this.retryAfterSeconds = this.defaultRetryAfterSeconds;
     this.maxHoldMs = options.maxHoldMs ?? 600_000;
     this.modelVersion = options.modelVersion ?? null;
   }
@@ -106,6 +119,12 @@ export class PauseGate {
   }
 
   async pause(options: PauseOptions = {}): Promise<PauseState> {
+    if (!this.paused) {
+      // a new pause starts from the configured defaults: one pause's `retry_after_seconds: 60` must not
+      // stick to every later one. Pausing again while paused (e.g. to drain) only changes what it names.
+      this.retryAfterSeconds = this.defaultRetryAfterSeconds;
+      this.mode = this.defaultMode;
+    }
     this.paused = true;
     this.pausedAt ??= Date.now() / 1000;
     if (options.retryAfterSeconds !== undefined) this.retryAfterSeconds = options.retryAfterSeconds;

@@ -1,9 +1,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type LLM, type ProxyLLM, proxyLLM, proxyLLMBaseUrl } from "@agl/core";
+import { generateTokenSecret, type LLM, type ProxyLLM, proxyLLM, proxyLLMBaseUrl } from "@agl/core";
 import { getRequestListener } from "@hono/node-server";
 import { Authenticator } from "./auth.js";
 import { BackendPool, type BackendState } from "./backends.js";
+import type { CaptureCounters } from "./call-recorder.js";
 import { createControlApp } from "./control-app.js";
 import { sendJson } from "./http-util.js";
 import { LLMCallHandler } from "./llm-handler.js";
@@ -32,6 +33,7 @@ export class LLMProxy {
   private readonly pool: BackendPool;
   private readonly gate: PauseGate;
   private readonly auth: Authenticator;
+  private readonly secret: string;
   private readonly sessions = new SessionRegistry();
   private readonly handler: LLMCallHandler;
   private readonly log: ProxyLogger;
@@ -49,8 +51,15 @@ export class LLMProxy {
       healthCheckTimeoutMs: o.healthCheckTimeoutMs,
       onWarning: (m) => this.log.warn(m),
     });
-    this.gate = new PauseGate({ mode: o.pauseMode, maxHoldMs: o.maxHoldMs, modelVersion: o.modelVersion });
-    this.auth = new Authenticator(o.adminToken, o.llmAuth, o.tokenSecret);
+    this.gate = new PauseGate({
+      mode: o.pauseMode,
+      retryAfterSeconds: o.retryAfterSeconds,
+      maxHoldMs: o.maxHoldMs,
+      modelVersion: o.modelVersion,
+    });
+    // Generated here (not inside the issuer) so it can be read back and handed to runners.
+    this.secret = o.tokenSecret ?? generateTokenSecret();
+    this.auth = new Authenticator(o.adminToken, o.llmAuth, this.secret);
     this.handler = new LLMCallHandler(
       o,
       new SpanWriter(o.store, this.log),
@@ -78,6 +87,8 @@ export class LLMProxy {
         pool: this.pool,
         gate: this.gate,
         sessions: this.sessions,
+        captureCounters: () => this.handler.captureCounters,
+        flush: () => this.flush(),
         maxBodyBytes: o.maxBodyBytes,
         pause: (p) => this.pause(p),
         resume: (r) => this.resume(r),
@@ -161,8 +172,13 @@ export class LLMProxy {
     return this.gate.resume(options);
   }
 
-  state(): PauseState & { backends: BackendState[] } {
-    return { ...this.gate.state(), backends: this.pool.backends.map((b) => b.state()) };
+  /** Pause state, capture counters (spans recorded / lost) and backends. */
+  state(): PauseState & CaptureCounters & { backends: BackendState[] } {
+    return {
+      ...this.gate.state(),
+      ...this.handler.captureCounters,
+      backends: this.pool.backends.map((b) => b.state()),
+    };
   }
 
   get modelVersion(): string | number | null {
@@ -171,6 +187,16 @@ export class LLMProxy {
 
   set modelVersion(version: string | number | null) {
     this.gate.modelVersion = version;
+  }
+
+  /**
+   * The HMAC secret of per-attempt tokens (the `tokenSecret` option, or the one generated at
+   * construction). Give it to runners (`Runner`/`Trainer` option `proxyTokenSecret`, `agl-worker
+   * --proxy-token-secret`) so they mint tokens this proxy accepts. Anyone holding it can mint a token
+   * for any attempt: treat it like the admin token.
+   */
+  get tokenSecret(): string {
+    return this.secret;
   }
 
   /** A token that only allows this attempt's LLM calls (and reading its own session). */

@@ -1,71 +1,37 @@
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { timingSafeEqual } from "node:crypto";
+import { type AttemptClaims, generateTokenSecret, isExpired, ScopedTokenSigner } from "@agl/core";
 
-/** What a per-attempt token allows: LLM calls (and session reads) for exactly this rollout attempt. */
-export interface AttemptClaims {
-  rolloutId: string;
-  attemptId: string;
-  /** Expiry, epoch seconds; null = never. */
-  expiresAt: number | null;
-}
-
-const PREFIX = "agl1";
+export type { AttemptClaims };
 
 /**
- * Stateless HMAC tokens: `agl1.<base64url({r,a,e})>.<base64url(hmac-sha256)>`. Stateless so several
- * proxy processes sharing one secret accept each other's tokens and nothing has to be stored per attempt.
+ * The proxy's side of the per-attempt tokens of `@agl/core` (`ScopedTokenSigner`, format
+ * `agl1.<payload>.<sig>`): runners holding the same secret mint them, the proxy verifies them. Adds a
+ * cache because verification happens on every request.
  */
 export class ScopedTokenIssuer {
-  private readonly secret: Buffer;
-  /** Verification is on every request; a small cache keeps it off the hot path. */
+  private readonly signer: ScopedTokenSigner;
+  /** Signature checks are cached; expiry is still checked on every call. */
   private readonly cache = new Map<string, AttemptClaims | null>();
   private static readonly CACHE_LIMIT = 10_000;
 
   constructor(secret?: string | Buffer) {
-    this.secret = secret === undefined ? randomBytes(32) : Buffer.from(secret);
-    if (this.secret.length < 16) throw new Error("scoped token secret must be at least 16 bytes");
+    this.signer = new ScopedTokenSigner(secret ?? generateTokenSecret());
   }
 
   mint(rolloutId: string, attemptId: string, options: { ttlSeconds?: number | null } = {}): string {
-    const ttl = options.ttlSeconds ?? null;
-    const expiresAt = ttl === null ? null : Math.floor(Date.now() / 1000) + ttl;
-    const payload = Buffer.from(JSON.stringify({ r: rolloutId, a: attemptId, e: expiresAt })).toString(
-      "base64url",
-    );
-    return `${PREFIX}.${payload}.${this.sign(payload)}`;
+    return this.signer.mint(rolloutId, attemptId, options);
   }
 
   /** The claims of a valid, unexpired token; null for anything else (including admin tokens). */
   verify(token: string): AttemptClaims | null {
     let claims = this.cache.get(token);
     if (claims === undefined) {
-      claims = this.decode(token);
+      claims = this.signer.decode(token);
       if (this.cache.size >= ScopedTokenIssuer.CACHE_LIMIT) this.cache.clear();
       this.cache.set(token, claims);
     }
-    if (claims && claims.expiresAt !== null && claims.expiresAt * 1000 < Date.now()) return null;
+    if (claims && isExpired(claims)) return null;
     return claims;
-  }
-
-  private decode(token: string): AttemptClaims | null {
-    if (!token.startsWith(`${PREFIX}.`)) return null;
-    const parts = token.split(".");
-    if (parts.length !== 3) return null;
-    const [, payload, signature] = parts as [string, string, string];
-    const expected = Buffer.from(this.sign(payload));
-    const given = Buffer.from(signature);
-    if (expected.length !== given.length || !timingSafeEqual(expected, given)) return null;
-    try {
-      const body = JSON.parse(Buffer.from(payload, "base64url").toString("utf8"));
-      if (typeof body?.r !== "string" || typeof body?.a !== "string") return null;
-      const e = typeof body.e === "number" ? body.e : null;
-      return { rolloutId: body.r, attemptId: body.a, expiresAt: e };
-    } catch {
-      return null;
-    }
-  }
-
-  private sign(payload: string): string {
-    return createHmac("sha256", this.secret).update(payload).digest("base64url");
   }
 }
 

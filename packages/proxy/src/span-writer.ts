@@ -11,7 +11,7 @@ const MAX_BATCH = 256;
  */
 export class SpanWriter {
   private seqQueue: Array<{ rolloutId: string; attemptId: string; resolve(v: number | null): void }> = [];
-  private spanQueue: Array<{ span: SpanInput; resolve(): void }> = [];
+  private spanQueue: Array<{ span: SpanInput; resolve(error: string | null): void }> = [];
   private seqScheduled = false;
   private spanScheduled = false;
 
@@ -31,8 +31,8 @@ export class SpanWriter {
     });
   }
 
-  /** Store the span; resolves when the store has it (or the failure is logged). Never rejects. */
-  write(span: SpanInput): Promise<void> {
+  /** Store the span; resolves with null when the store has it, else the store's error. Never rejects. */
+  write(span: SpanInput): Promise<string | null> {
     return new Promise((resolve) => {
       this.spanQueue.push({ span, resolve });
       if (this.spanQueue.length >= MAX_BATCH) void this.flushSpans();
@@ -77,7 +77,7 @@ export class SpanWriter {
     if (batch.length > 1 && typeof this.store.addManySpans === "function") {
       try {
         await this.store.addManySpans(batch.map((b) => b.span));
-        for (const b of batch) b.resolve();
+        for (const b of batch) b.resolve(null);
         return;
       } catch {
         // a store may reject a whole batch for one bad span (unknown attempt): store the rest one by one
@@ -87,12 +87,11 @@ export class SpanWriter {
       batch.map(async (b) => {
         try {
           await this.store.addSpan(b.span);
+          b.resolve(null);
         } catch (error) {
-          this.log.error(
-            `recording a span for ${b.span.rollout_id}/${b.span.attempt_id} failed: ${(error as Error).message}`,
-          );
+          // the caller logs and counts it (it knows the call), so it is reported once
+          b.resolve((error as Error).message);
         }
-        b.resolve();
       }),
     );
   }

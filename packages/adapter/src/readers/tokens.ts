@@ -24,6 +24,8 @@ export function readTokenFields(a: Attributes): TokenFields {
   const body = responseBody(a);
   const vllmChoice = firstChoice(parseLiteral(a[`${VLLM}.choices`]));
   const bodyChoice = firstChoice((body as any)?.choices);
+  // `choices` kept whole (a list, or its JSON), as the Weave reader accepts for the message too
+  const weaveChoice = firstChoice(a[`${WEAVE}.choices`]);
 
   const promptTokenIds =
     asTokenIds(a.prompt_token_ids) ??
@@ -39,6 +41,8 @@ export function readTokenFields(a: Attributes): TokenFields {
     listOrFirst(a[`${WEAVE}.response_token_ids`]) ??
     asTokenIds(a[`${WEAVE}.choices.0.token_ids`]) ??
     asTokenIds(a[`${WEAVE}.choices.0.provider_specific_fields.token_ids`]) ??
+    asTokenIds(weaveChoice?.token_ids) ??
+    asTokenIds(weaveChoice?.provider_specific_fields?.token_ids) ??
     listOrFirst(a[`${VLLM}.response_token_ids`]) ??
     asTokenIds(vllmChoice?.token_ids) ??
     asTokenIds(vllmChoice?.provider_specific_fields?.token_ids) ??

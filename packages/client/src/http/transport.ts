@@ -3,6 +3,12 @@
  * (Agent Lightning §3.2) with backoff: a 5xx, 408, timeout or network error is retried only while a
  * health probe says the server is up; any other 4xx fails at once.
  *
+ * Requests that create something (`idempotent: false`) are narrower: a 500, a 504, a client timeout
+ * or a connection dropped after the request went out may all come after the store committed (the
+ * server's per-request timeout answers 504 while the store call carries on), so a retry could
+ * enqueue twice. They are retried only when the server provably did not act (NOT_PROCESSED_STATUS,
+ * CONNECT_ERROR_CODES).
+ *
  * Requests go through undici's `request` on a keep-alive connection pool rather than fetch/ky: on
  * the store's hot path (a few small JSON requests per rollout) fetch's Request/stream machinery cost
  * ~0.5 ms CPU per request against ~0.07 ms here (bench/results/store.md), which capped runner
@@ -40,6 +46,11 @@ export interface RequestOptions {
   searchParams?: Record<string, string | number | boolean | readonly (string | number | boolean)[]>;
   /** false: no retries (dequeue must not claim twice). Default true. */
   retry?: boolean;
+  /**
+   * false for requests whose repetition would create a second entity (enqueue, start rollout or
+   * attempt, add resources): retried only when the server cannot have acted on them. Default true.
+   */
+  idempotent?: boolean;
   timeoutMs?: number;
   /** Sees the successful response (e.g. to read headers) before its body is parsed. */
   onResponse?: (response: ResponseInfo) => void;
@@ -62,6 +73,15 @@ type Send = (
 class RequestTimeoutError extends Error {}
 
 const RETRY_STATUS = [408, 500, 502, 503, 504];
+/**
+ * Answers that say the request was not processed, so even a non-idempotent one may be resent:
+ * 408 (the server gave up before the whole request arrived) and 503 (refused as unavailable).
+ * 502 is not here: a gateway also says it when the upstream dropped the connection after acting
+ * (nginx's proxy_next_upstream does not resend non-idempotent requests for the same reason).
+ */
+const NOT_PROCESSED_STATUS = [408, 503];
+/** Errors raised while connecting, before any byte of the request was written. */
+const CONNECT_ERROR_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT"]);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function undiciSend(agent: Agent): Send {
@@ -172,13 +192,16 @@ export class StoreTransport {
     const headers = body === undefined ? this.headers : this.jsonHeaders;
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const maxRetries = options.retry === false ? 0 : this.retryDelays.length;
+    const idempotent = options.idempotent !== false;
     for (let attempt = 0; ; attempt++) {
       let res: RawResponse | undefined;
       let failure: Error;
+      let notProcessed: boolean;
       try {
         res = await this.send(verb, url, body, headers, timeoutMs);
       } catch (error) {
         failure = networkError(error, verb, url);
+        notProcessed = isConnectError(error);
       }
       if (res) {
         if (res.status >= 200 && res.status < 300) {
@@ -187,7 +210,10 @@ export class StoreTransport {
         }
         failure = responseError(res, verb, url);
         if (!RETRY_STATUS.includes(res.status)) throw failure;
+        notProcessed = NOT_PROCESSED_STATUS.includes(res.status);
       }
+      // The store may have committed it: resending a create could duplicate it (enqueue twice).
+      if (!idempotent && !notProcessed!) throw failure!;
       // Retry only while the server answers its health probe: a dead server fails fast.
       if (attempt >= maxRetries || this.closed || !(await this.isHealthy())) throw failure!;
       await sleep(this.retryDelays[attempt] ?? 0);
@@ -225,6 +251,17 @@ function networkError(error: unknown, method: string, url: string): Error {
         ? `${error.message}${error.cause instanceof Error ? ` (${error.cause.message})` : ""}`
         : String(error);
   return new HttpNetworkError({ status: 0, method, url, detail, errorType: null, field: null }, error);
+}
+
+/** True when the error (or one it wraps) happened while connecting, so nothing was sent. */
+function isConnectError(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && CONNECT_ERROR_CODES.has(code)) return true;
+    // fetch and happy-eyeballs connects wrap one error per address tried.
+    if (e instanceof AggregateError && e.errors.length > 0 && e.errors.every(isConnectError)) return true;
+  }
+  return false;
 }
 
 function toSearchParams(params: NonNullable<RequestOptions["searchParams"]>): URLSearchParams {

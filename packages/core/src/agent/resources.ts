@@ -18,13 +18,20 @@ export function buildRolloutContext(
   resources: NamedResources,
   signal: AbortSignal,
   logger?: Logger,
+  /** Given to every ProxyLLM as its api_key (the runner's token scoped to this attempt). */
+  proxyApiKey?: string,
 ): RolloutContext {
   const resolved: NamedResources = {};
   let llm: LLM | undefined;
   let promptTemplate: PromptTemplate | undefined;
   const llmNames: string[] = [];
   for (const [name, resource] of Object.entries(resources)) {
-    const r = resolveForAttempt(resource, attempted.rollout_id, attempted.attempt.attempt_id);
+    const r = resolveForAttempt(
+      resource,
+      attempted.rollout_id,
+      attempted.attempt.attempt_id,
+      proxyApiKey === undefined ? {} : { apiKey: proxyApiKey },
+    );
     resolved[name] = r;
     if (isLLM(r)) {
       llmNames.push(name);

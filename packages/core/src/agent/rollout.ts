@@ -2,11 +2,10 @@ import { InvalidArgumentError } from "../errors.js";
 import { FunctionalLitAgent, LitAgent } from "./lit-agent.js";
 import type { AgentLike, LitAgentLike, RolloutContext, RolloutFunction, RolloutResult } from "./types.js";
 
-interface MethodContext {
-  kind: "method";
-  name: string | symbol;
-  static: boolean;
-  addInitializer(initializer: (this: unknown) => void): void;
+/** The options of the function-wrapper form. */
+export interface RolloutOptions {
+  /** Agent name used in logs; defaults to the function's name. */
+  name?: string;
 }
 
 // Instance property naming its @rollout method, set by the decorator's initializer at construction. A
@@ -25,22 +24,51 @@ const DECORATED = Symbol.for("agl.rollout.method");
  * }
  * ```
  */
-export function rollout<T = any>(fn: RolloutFunction<T>, options?: { name?: string }): FunctionalLitAgent<T>;
-export function rollout<M extends (task: any, context: RolloutContext) => any>(
+// The decorator overload comes first: a decorator context has a string `name`, so it would also match the
+// wrapper's `options` and the decorator would be typed as returning an agent instead of the method (TS1270).
+export function rollout<This, M extends (this: This, task: any, context: RolloutContext) => any>(
   method: M,
-  context: MethodContext,
+  context: ClassMethodDecoratorContext<This, M>,
 ): M;
+export function rollout<T = any>(fn: RolloutFunction<T>, options?: RolloutOptions): FunctionalLitAgent<T>;
 export function rollout(fn: unknown, second?: unknown): unknown {
-  const ctx = second as Partial<MethodContext> | undefined;
-  if (ctx && ctx.kind === "method" && typeof ctx.addInitializer === "function") {
-    if (ctx.static) throw new TypeError("@rollout must decorate an instance method");
-    const name = ctx.name!;
-    ctx.addInitializer(function (this: unknown) {
+  if (typeof fn !== "function") {
+    throw new InvalidArgumentError("fn", `rollout() needs a function, got ${describeValue(fn)}`);
+  }
+  if (isMethodDecoratorContext(second)) {
+    if (second.static) {
+      throw new InvalidArgumentError(String(second.name), "@rollout must decorate an instance method");
+    }
+    const name = second.name;
+    second.addInitializer(function (this: unknown) {
       Object.defineProperty(this, DECORATED, { value: name, configurable: true });
     });
     return fn;
   }
-  return new FunctionalLitAgent(fn as RolloutFunction, (second as { name?: string } | undefined) ?? {});
+  if (second !== undefined && (typeof second !== "object" || second === null || Array.isArray(second))) {
+    throw new InvalidArgumentError("options", `must be an object, got ${describeValue(second)}`);
+  }
+  const options = (second ?? {}) as RolloutOptions;
+  if (options.name !== undefined && (typeof options.name !== "string" || options.name === "")) {
+    throw new InvalidArgumentError("options.name", "must be a non-empty string");
+  }
+  return new FunctionalLitAgent(fn as RolloutFunction, options);
+}
+
+function isMethodDecoratorContext(value: unknown): value is ClassMethodDecoratorContext {
+  const ctx = value as Partial<ClassMethodDecoratorContext> | undefined;
+  return (
+    typeof ctx === "object" &&
+    ctx !== null &&
+    ctx.kind === "method" &&
+    typeof ctx.addInitializer === "function"
+  );
+}
+
+function describeValue(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return typeof value;
 }
 
 /** Normalise anything accepted as an agent; an error names what is wrong. */

@@ -1,8 +1,9 @@
 import { type Span as OtelSpan, SpanStatusCode } from "@opentelemetry/api";
+import { InvalidArgumentError } from "../errors.js";
 import { currentFrame } from "../tracing/context.js";
 import { ATTR, SPAN_NAMES } from "../tracing/conventions.js";
 import { flattenAttributes } from "../tracing/flatten.js";
-import { defaultTracer, type LightningTracer } from "../tracing/tracer.js";
+import { defaultTracer, LightningTracer } from "../tracing/tracer.js";
 
 /** Lets the body of a block-form operation record its input and output. */
 export interface OperationHandle {
@@ -42,20 +43,37 @@ export function operation<F extends AnyFn>(method: F, context: MethodDecoratorCo
 export function operation<T>(name: string, body: (op: OperationHandle) => T, options?: OperationOptions): T;
 export function operation(first: unknown, second?: unknown, third?: unknown): unknown {
   if (typeof first === "string") {
-    if (typeof second !== "function") throw new TypeError("operation(name, body): body must be a function");
-    return runOperation(
-      { ...(third as OperationOptions | undefined), name: first },
-      second as AnyFn,
-      (op) => [op],
-    );
+    if (first === "") throw new InvalidArgumentError("name", "operation(name, body): name must not be empty");
+    if (typeof second !== "function") {
+      throw new InvalidArgumentError("body", "operation(name, body): body must be a function");
+    }
+    return runOperation({ ...checkOptions(third), name: first }, second as AnyFn, (op) => [op]);
   }
-  if (typeof first !== "function") throw new TypeError("operation() takes a function or a name and a body");
+  if (typeof first !== "function") {
+    throw new InvalidArgumentError("fn", "operation() takes a function, or a name and a body function");
+  }
   const ctx = second as Partial<MethodDecoratorContext> | undefined;
   const options: OperationOptions =
-    ctx && ctx.kind === "method"
-      ? { name: String(ctx.name) }
-      : ((second as OperationOptions | undefined) ?? {});
+    ctx && ctx.kind === "method" ? { name: String(ctx.name) } : checkOptions(second);
   return wrap(first as AnyFn, options);
+}
+
+function checkOptions(value: unknown): OperationOptions {
+  if (value === undefined) return {};
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidArgumentError("options", "must be an object");
+  }
+  const o = value as Record<string, unknown>;
+  if (o.name !== undefined && (typeof o.name !== "string" || o.name === "")) {
+    throw new InvalidArgumentError("options.name", "must be a non-empty string");
+  }
+  if (o.input !== undefined && (typeof o.input !== "object" || o.input === null || Array.isArray(o.input))) {
+    throw new InvalidArgumentError("options.input", "must be an object of input values");
+  }
+  if (o.tracer !== undefined && !LightningTracer.isInstance(o.tracer)) {
+    throw new InvalidArgumentError("options.tracer", "must be a LightningTracer");
+  }
+  return o as OperationOptions;
 }
 
 function wrap(fn: AnyFn, options: OperationOptions): AnyFn {

@@ -1,3 +1,4 @@
+export { MockLLMServerOptionsSchema } from "./options.js";
 export {
   type MockLLMServer,
   type MockLLMServerOptions,

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { parseMockLLMServerOptions } from "./options.js";
 import { mockEncode, mockLogprob } from "./tokens.js";
 
 /** What the mock answers for one choice. */
@@ -49,7 +50,8 @@ export interface MockLLMServer {
  * A small OpenAI-compatible server that behaves like vLLM (token ids, logprobs, tool calls, n, SSE).
  * Used by tests and examples in place of a hosted model; it is a real HTTP server on loopback.
  */
-export async function startMockLLMServer(options: MockLLMServerOptions = {}): Promise<MockLLMServer> {
+export async function startMockLLMServer(input: MockLLMServerOptions = {}): Promise<MockLLMServer> {
+  const options = parseMockLLMServerOptions(input);
   const requests: MockRequestInfo[] = [];
   let failuresLeft = options.failFirst ?? 0;
   let counter = 0;

@@ -17,8 +17,9 @@ beforeAll(async () => {
 afterAll(async () => server.close());
 
 const N = 200;
+const BARRIER_TIMEOUT_MS = 20_000;
 
-it(`runs ${N} concurrent rollouts in one process without attributing any span to the wrong rollout`, async () => {
+it(`runs ${N} rollouts at once in one process without attributing any span to the wrong rollout`, async () => {
   const trainer = new Trainer({
     nRunners: 2,
     runnerConcurrency: N / 2,
@@ -28,11 +29,33 @@ it(`runs ${N} concurrent rollouts in one process without attributing any span to
   });
   // One shared client for every rollout: attribution must come from the async context, not the client.
   const openai = instrumentOpenAI(new OpenAI({ baseURL: server.baseURL, apiKey: "k", maxRetries: 0 }));
-  let active = 0;
+  // A barrier that opens only once all N agents are inside at the same time: if the runners ran fewer
+  // at once, the agents time out and fail (the test fails instead of hanging).
+  let inside = 0;
   let peak = 0;
+  let openBarrier: () => void = () => {};
+  const barrier = new Promise<void>((resolve) => {
+    openBarrier = resolve;
+  });
+  const waitAtBarrier = async () => {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`barrier timeout: only ${peak} of ${N} rollouts were in flight at once`)),
+        BARRIER_TIMEOUT_MS,
+      );
+    });
+    try {
+      await Promise.race([barrier, timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
   const agent = async (task: { id: number }, { llm }: RolloutContext) => {
-    active++;
-    peak = Math.max(peak, active);
+    inside++;
+    peak = Math.max(peak, inside);
+    if (inside === N) openBarrier();
+    await waitAtBarrier();
     await new Promise((r) => setTimeout(r, Math.random() * 20));
     const first = await openai.chat.completions.create({
       model: llm!.model,
@@ -48,13 +71,14 @@ it(`runs ${N} concurrent rollouts in one process without attributing any span to
     });
     for await (const _ of stream);
     emitReward(task.id);
-    active--;
+    inside--;
   };
   const tasks = Array.from({ length: N }, (_, id) => ({ id }));
   const { result } = await trainer.dev<{ id: number }, BaselineSummary>(agent, tasks);
 
-  expect(peak).toBeGreaterThan(N / 4);
+  expect(result.failed).toBe(0);
   expect(result.succeeded).toBe(N);
+  expect(peak).toBe(N);
   const seenSpanIds = new Set<string>();
   for (const report of result.rollouts) {
     const id = (report.input as { id: number }).id;
@@ -80,4 +104,4 @@ it(`runs ${N} concurrent rollouts in one process without attributing any span to
   }
   expect(seenSpanIds.size).toBe(3 * N);
   expect((await trainer.store.statistics()).total_spans).toBe(3 * N);
-});
+}, 60_000);

@@ -1,63 +1,29 @@
-import { z } from "zod";
+import type { z } from "zod";
 import { buildRolloutContext } from "../agent/resources.js";
 import { toLitAgent } from "../agent/rollout.js";
-import type { AgentLike, LitAgentLike } from "../agent/types.js";
+import type { LitAgentLike } from "../agent/types.js";
 import { emitException } from "../emitters/emit.js";
 import { IllegalTransitionError, NotFoundError } from "../errors.js";
-import { consoleLogger, isLogger, type Logger } from "../logger.js";
-import { isLightningStore, parseOptions } from "../options.js";
+import { consoleLogger, type Logger } from "../logger.js";
+import { parseOptions } from "../options.js";
 import type { LightningStore } from "../store/store.js";
 import { LightningTracer } from "../tracing/tracer.js";
 import { nowSeconds } from "../types/ids.js";
 import type { NamedResources, ResourceInput } from "../types/resources.js";
 import type { AttemptedRollout, Rollout, RolloutMode } from "../types/rollout.js";
+import { attemptTokenMinter, finishAttempt, loadAttemptResources, markAbandoned } from "./attempt-steps.js";
 import { recordAgentResult } from "./result-spans.js";
+import {
+  type AttemptOutcome,
+  type RunnerOptions,
+  RunnerOptionsSchema,
+  type RunnerSummary,
+} from "./runner-options.js";
 import { systemSnapshot } from "./system-snapshot.js";
 
+export { type AttemptOutcome, type RunnerOptions, RunnerOptionsSchema, type RunnerSummary };
+
 let workerCounter = 0;
-
-export const RunnerOptionsSchema = z.object({
-  store: z.custom<LightningStore>(isLightningStore, "must be a LightningStore"),
-  agent: z.custom<AgentLike>(
-    (v) => typeof v === "function" || (typeof v === "object" && v !== null),
-    "must be an agent",
-  ),
-  /** Rollouts run at the same time by this runner. */
-  concurrency: z.number().int().min(1).default(1),
-  workerId: z.string().min(1).optional(),
-  /** Wait between dequeue attempts when the queue is empty (±25% jitter). */
-  pollIntervalMs: z.number().min(0).default(1000),
-  /** Attempt and worker heartbeats. */
-  heartbeatIntervalSeconds: z.number().positive().default(10),
-  /** Stop after claiming this many rollouts. */
-  maxRollouts: z.number().int().min(1).nullish(),
-  /** On abort, how long in-flight rollouts may still finish before they are marked failed. */
-  gracePeriodMs: z.number().min(0).default(5000),
-  tracer: z
-    .custom<LightningTracer>((v) => v instanceof LightningTracer, "must be a LightningTracer")
-    .optional(),
-  logger: z.custom<Logger>(isLogger, "must have debug/info/warn/error methods").optional(),
-});
-export type RunnerOptions = z.input<typeof RunnerOptionsSchema>;
-
-export interface RunnerSummary {
-  workerId: string;
-  /** Rollouts claimed (dequeued or started) by this runner. */
-  claimed: number;
-  succeeded: number;
-  failed: number;
-  /** Attempts that were finished elsewhere meanwhile (e.g. timed out by the watchdog); result discarded. */
-  stale: number;
-  /** Attempts still running when the grace period ended; marked failed. */
-  abandoned: number;
-  durationSeconds: number;
-}
-
-export type AttemptOutcome =
-  | { status: "succeeded" }
-  | { status: "failed"; error: unknown }
-  | { status: "stale"; reason: string }
-  | { status: "abandoned" };
 
 interface InFlight {
   attempted: AttemptedRollout;
@@ -80,6 +46,7 @@ export class Runner {
   readonly concurrency: number;
   private readonly opts: z.output<typeof RunnerOptionsSchema>;
   private readonly inflight = new Map<string, InFlight>();
+  private readonly mintAttemptToken: ((attempted: AttemptedRollout) => string) | undefined;
   private wake: () => void = () => {};
   private running = false;
 
@@ -91,6 +58,7 @@ export class Runner {
     this.tracer = this.opts.tracer ?? new LightningTracer({ logger: this.logger });
     this.concurrency = this.opts.concurrency;
     this.workerId = this.opts.workerId ?? `Worker-${process.pid}-${workerCounter++}`;
+    this.mintAttemptToken = attemptTokenMinter(this.opts.proxyTokenSecret);
   }
 
   /** Rollouts being run right now. */
@@ -211,8 +179,14 @@ export class Runner {
       let failure: unknown;
       let hasFailure = false;
       try {
-        const resources = await this.loadResources(attempted);
-        const context = buildRolloutContext(attempted, resources, signal, this.logger);
+        const resources = await loadAttemptResources(this.store, attempted);
+        const context = buildRolloutContext(
+          attempted,
+          resources,
+          signal,
+          this.logger,
+          this.mintAttemptToken?.(attempted),
+        );
         const method = attempted.mode === "train" ? "trainingRollout" : "validationRollout";
         const result = await trace.run(async () => this.agent[method](attempted.input, context));
         recordAgentResult(result, trace, this.logger);
@@ -224,65 +198,11 @@ export class Runner {
       await trace.flush();
       if (abandoned()) return { status: "abandoned" };
       return hasFailure
-        ? await this.finish(attempted, "failed", failure)
-        : await this.finish(attempted, "succeeded");
+        ? await finishAttempt(this.store, this.logger, attempted, "failed", failure)
+        : await finishAttempt(this.store, this.logger, attempted, "succeeded");
     } finally {
       clearInterval(heartbeat);
     }
-  }
-
-  private async finish(
-    attempted: AttemptedRollout,
-    status: "succeeded" | "failed",
-    error?: unknown,
-  ): Promise<AttemptOutcome> {
-    const rid = attempted.rollout_id;
-    const aid = attempted.attempt.attempt_id;
-    try {
-      if (status === "succeeded") {
-        await this.store.updateAttempt(rid, aid, { status });
-        return { status };
-      }
-      this.logger.warn(`rollout ${rid} attempt ${aid} failed: ${(error as Error)?.message ?? String(error)}`);
-      await this.store.updateAttempt(rid, aid, {
-        status,
-        metadata: { ...(attempted.attempt.metadata ?? {}), error: describeError(error) },
-      });
-      return { status, error };
-    } catch (storeError) {
-      if (IllegalTransitionError.isInstance(storeError) || NotFoundError.isInstance(storeError)) {
-        // E.g. the watchdog timed the attempt out while the agent was still working.
-        this.logger.info(
-          `attempt ${aid} of ${rid} was finished elsewhere; result not applied: ${(storeError as Error).message}`,
-        );
-        return { status: "stale", reason: (storeError as Error).message };
-      }
-      this.logger.error(`could not mark attempt ${aid} of ${rid} ${status}`, storeError);
-      return { status: "failed", error: storeError };
-    }
-  }
-
-  private async loadResources(attempted: AttemptedRollout): Promise<NamedResources> {
-    if (attempted.resources_id) {
-      const update = await this.store.getResourcesById(attempted.resources_id);
-      if (!update) {
-        throw new NotFoundError(
-          "resources",
-          attempted.resources_id,
-          `Resources ${attempted.resources_id} of rollout ${attempted.rollout_id} not found in the store`,
-        );
-      }
-      return update.resources;
-    }
-    const latest = await this.store.getLatestResources();
-    if (!latest) {
-      throw new NotFoundError(
-        "resources",
-        "latest",
-        `No resources in the store for rollout ${attempted.rollout_id}: publish resources (e.g. Trainer initialResources or store.addResources) before running rollouts`,
-      );
-    }
-    return latest.resources;
   }
 
   private async claim(limit: number): Promise<AttemptedRollout[]> {
@@ -344,22 +264,8 @@ export class Runner {
         entry.abandoned = true;
         entry.controller.abort(new Error(`runner ${this.workerId} stopped`));
         summary.abandoned++;
-        const { rollout_id: rid, attempt } = entry.attempted;
-        try {
-          await this.store.updateAttempt(rid, attempt.attempt_id, {
-            status: "failed",
-            metadata: {
-              ...(attempt.metadata ?? {}),
-              error: {
-                type: "RunnerStopped",
-                message: `runner ${this.workerId} stopped before the rollout finished`,
-              },
-            },
-          });
-        } catch (error) {
-          this.logger.info(`could not mark abandoned attempt ${attempt.attempt_id} failed`, error);
-        }
-        this.inflight.delete(attempt.attempt_id);
+        await markAbandoned(this.store, this.logger, entry.attempted, this.workerId);
+        this.inflight.delete(entry.attempted.attempt.attempt_id);
       }),
     );
   }
@@ -397,17 +303,4 @@ export class Runner {
   private jitter(ms: number): number {
     return ms * (0.75 + Math.random() * 0.5);
   }
-}
-
-function describeError(error: unknown): Record<string, unknown> {
-  if (error instanceof Error) {
-    const field = (error as { field?: unknown }).field;
-    return {
-      type: error.name,
-      message: error.message,
-      stack: error.stack ?? null,
-      ...(typeof field === "string" ? { field } : {}),
-    };
-  }
-  return { type: typeof error, message: String(error), stack: null };
 }

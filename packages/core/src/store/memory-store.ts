@@ -10,7 +10,6 @@
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { z } from "zod";
 import { StoreClosedError } from "../errors.js";
-import { spanFromReadable } from "../tracing/otel-span.js";
 import { nowSeconds } from "../types/ids.js";
 import type { PaginatedResult, Worker } from "../types/misc.js";
 import { type NamedResources, NamedResourcesSchema, type ResourcesUpdate } from "../types/resources.js";
@@ -26,12 +25,11 @@ import {
   type RolloutPatch,
   RolloutPatchSchema,
 } from "../types/rollout.js";
-import { type Span, type SpanInput, SpanSchema } from "../types/span.js";
+import type { Span, SpanInput } from "../types/span.js";
 import { parseOrThrow } from "../types/validate.js";
 import {
   copyData,
   DequeueManyOptionsSchema,
-  ReadableSpanInputSchema,
   SequencePairsSchema,
   StartRolloutRequestSchema,
   StoreIdSchema,
@@ -40,15 +38,14 @@ import {
   WorkerUpdateSchema,
 } from "./inputs.js";
 import { type MemoryEngine as Engine, MemoryEngine, type NewRollout } from "./memory/engine.js";
+import { addManySpans, addOtelSpan, addSpan, querySpans } from "./memory/spans.js";
 import { queryItems } from "./query.js";
 import {
   normalizeAttemptQuery,
   normalizeResourcesQuery,
   normalizeRolloutQuery,
-  normalizeSpanQuery,
   normalizeWorkerQuery,
 } from "./query-schemas.js";
-import { areCanonicalSpans, isCanonicalSpan } from "./span-input.js";
 import { assertRolloutTransition } from "./state-machine.js";
 import type {
   AttemptQuery,
@@ -72,9 +69,6 @@ export const InMemoryLightningStoreOptionsSchema = z
   })
   .strict();
 export type InMemoryLightningStoreOptions = z.input<typeof InMemoryLightningStoreOptionsSchema>;
-const SpanListSchema = z.array(SpanSchema);
-const validSpan = (span: unknown, field: string): Span =>
-  isCanonicalSpan(span) ? { ...span } : parseOrThrow(SpanSchema, span, field);
 
 export class InMemoryLightningStore implements LightningStore {
   readonly capabilities: StoreCapabilities = {
@@ -322,32 +316,14 @@ export class InMemoryLightningStore implements LightningStore {
     return { ...result, items: result.items.map((r) => copyData(r)) };
   }
 
-  // --- spans
+  // --- spans (the logic lives in memory/spans.ts)
 
-  // Spans are the hot write path (one per LLM call through the proxy): validate once (a complete span
-  // skips zod, see span-input.ts), copy once into the store, and return the validated value. That is
-  // built fresh from the caller's input, so it may share nested values with that input (the caller's own
-  // data) but never with what the store keeps.
   async addSpan(span: SpanInput): Promise<Span | null> {
-    const parsed = validSpan(span, "span");
-    const stored = this.enter().addSpan(copyData(parsed, "span"), nowSeconds());
-    return stored ? parsed : null;
+    return addSpan(() => this.enter(), span);
   }
 
   async addManySpans(spans: SpanInput[]): Promise<Span[]> {
-    const parsed = areCanonicalSpans(spans)
-      ? spans.map((s) => ({ ...s }))
-      : parseOrThrow(SpanListSchema, spans, "spans");
-    const copies = copyData(parsed, "spans");
-    const engine = this.enter();
-    // Check every target first so that a bad span stores nothing.
-    for (const s of parsed) engine.attempt(s.rollout_id, s.attempt_id);
-    const now = nowSeconds();
-    const stored: Span[] = [];
-    for (let i = 0; i < copies.length; i++) {
-      if (engine.addSpan(copies[i]!, now)) stored.push(parsed[i]!);
-    }
-    return stored;
+    return addManySpans(() => this.enter(), spans);
   }
 
   async addOtelSpan(
@@ -356,19 +332,7 @@ export class InMemoryLightningStore implements LightningStore {
     span: ReadableSpan,
     sequenceId?: number,
   ): Promise<Span | null> {
-    const rid = parseOrThrow(StoreIdSchema, rolloutId, "rollout_id");
-    const aid = parseOrThrow(StoreIdSchema, attemptId, "attempt_id");
-    const readable = parseOrThrow(ReadableSpanInputSchema, span, "span");
-    const seq = parseOrThrow(z.number().int().min(1).optional(), sequenceId, "sequence_id");
-    const engine = this.enter();
-    engine.attempt(rid, aid);
-    const converted = spanFromReadable(readable, {
-      rolloutId: rid,
-      attemptId: aid,
-      sequenceId: seq ?? engine.nextSequence(rid),
-    });
-    const stored = engine.addSpan(copyData(converted, "span"), nowSeconds());
-    return stored ? copyData(stored) : null;
+    return addOtelSpan(() => this.enter(), rolloutId, attemptId, span, sequenceId);
   }
 
   async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
@@ -384,15 +348,7 @@ export class InMemoryLightningStore implements LightningStore {
   }
 
   async querySpans(rolloutId: string, query: SpanQuery = {}): Promise<PaginatedResult<Span>> {
-    const rid = parseOrThrow(StoreIdSchema, rolloutId, "rollout_id");
-    const { filter, page, attemptId } = normalizeSpanQuery(query);
-    const engine = this.enter();
-    const aid = attemptId === "latest" ? (engine.latestAttempt(rid)?.attempt_id ?? null) : attemptId;
-    if (attemptId === "latest" && aid === null)
-      return { items: [], limit: page.limit, offset: page.offset, total: 0 };
-    const must = aid === null ? [] : [{ field: "attempt_id" as const, op: "exact" as const, value: aid }];
-    const result = queryItems(engine.spans.get(rid) ?? [], { ...filter, must }, page);
-    return { ...result, items: result.items.map((s) => copyData(s)) };
+    return querySpans(() => this.enter(), rolloutId, query);
   }
 
   // --- workers

@@ -14,6 +14,9 @@ import { currentFrame, traceStorage } from "./context.js";
 import { RolloutTrace } from "./rollout-trace.js";
 import { LightningSpanProcessor } from "./span-processor.js";
 
+// On the prototype, so a tracer made by another copy of @agl/core is still recognised (no instanceof).
+const LIGHTNING_TRACER = Symbol.for("agl.LightningTracer");
+
 const isSpanProcessor = (v: unknown): v is SpanProcessor =>
   typeof v === "object" && v !== null && typeof (v as SpanProcessor).onEnd === "function";
 
@@ -82,7 +85,13 @@ export class LightningTracer {
   async shutdown(): Promise<void> {
     await this.provider.shutdown();
   }
+
+  static isInstance(value: unknown): value is LightningTracer {
+    return typeof value === "object" && value !== null && (value as any)[LIGHTNING_TRACER] === true;
+  }
 }
+
+Object.defineProperty(LightningTracer.prototype, LIGHTNING_TRACER, { value: true });
 
 let fallback: LightningTracer | undefined;
 

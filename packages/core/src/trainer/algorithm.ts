@@ -16,6 +16,15 @@ export interface AlgorithmContext<T = unknown> {
   logger: Logger;
 }
 
+/** What the Trainer's runners need to call services an algorithm owns. */
+export interface RunnerCredentials {
+  /**
+   * The token secret of the algorithm's LLM proxy (`LLMProxy.tokenSecret`): runners give each agent's
+   * ProxyLLM a token scoped to its attempt, so the proxy can require tokens on its LLM routes.
+   */
+  proxyTokenSecret?: string;
+}
+
 /**
  * A training (or evaluation) procedure: it publishes resources, enqueues rollouts, waits for them and
  * learns from their spans. Runners execute the rollouts concurrently in the meantime.
@@ -25,8 +34,17 @@ export interface Algorithm<T = unknown, R = unknown> {
   /** Cheap enough for `trainer.dev()` (a smoke test of the agent), like the reference's FastAlgorithm. */
   readonly fast?: boolean;
   run(context: AlgorithmContext<T>): Promise<R>;
+  /**
+   * Called by the Trainer before it starts its runners (so before `run`): an algorithm that starts its
+   * own LLM proxy in `run` must therefore fix the proxy's token secret beforehand (e.g. at construction).
+   */
+  runnerCredentials?(): RunnerCredentials;
 }
 
 export function isAlgorithm(value: unknown): value is Algorithm {
-  return typeof value === "object" && value !== null && typeof (value as Algorithm).run === "function";
+  if (typeof value !== "object" || value === null) return false;
+  const { run, runnerCredentials } = value as Algorithm;
+  return (
+    typeof run === "function" && (runnerCredentials === undefined || typeof runnerCredentials === "function")
+  );
 }

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { findFinalReward } from "../emitters/reward-reader.js";
 import { parseOptions } from "../options.js";
+import { isTerminalRolloutStatus } from "../store/state-machine.js";
 import type { RolloutConfigInput, RolloutMode, RolloutStatus } from "../types/rollout.js";
 import { RolloutConfigSchema } from "../types/rollout.js";
 import type { Span } from "../types/span.js";
@@ -39,6 +40,11 @@ export interface BaselineSummary {
   rollouts: BaselineRolloutReport[];
   succeeded: number;
   failed: number;
+  cancelled: number;
+  /** Rollouts not terminal when the run ended (the trainer was stopped): still queued or running. */
+  unfinished: number;
+  /** Rollouts per final status; sums to `rollouts.length`. */
+  byStatus: Partial<Record<RolloutStatus, number>>;
   /** Mean of the non-null rewards, null when there are none. */
   meanReward: number | null;
 }
@@ -93,10 +99,15 @@ export class Baseline implements Algorithm<unknown, BaselineSummary> {
       );
     }
     const rewards = reports.map((r) => r.reward).filter((r): r is number => r !== null);
+    const byStatus: Partial<Record<RolloutStatus, number>> = {};
+    for (const r of reports) byStatus[r.status] = (byStatus[r.status] ?? 0) + 1;
     return {
       rollouts: reports,
-      succeeded: reports.filter((r) => r.status === "succeeded").length,
-      failed: reports.filter((r) => r.status === "failed").length,
+      succeeded: byStatus.succeeded ?? 0,
+      failed: byStatus.failed ?? 0,
+      cancelled: byStatus.cancelled ?? 0,
+      unfinished: reports.filter((r) => !isTerminalRolloutStatus(r.status)).length,
+      byStatus,
       meanReward: rewards.length > 0 ? rewards.reduce((a, b) => a + b, 0) / rewards.length : null,
     };
   }

@@ -5,11 +5,12 @@ import type { AgentLike } from "../agent/types.js";
 import { InvalidArgumentError } from "../errors.js";
 import { consoleLogger, isLogger, type Logger } from "../logger.js";
 import { isLightningStore, parseOptions } from "../options.js";
-import { Runner, type RunnerSummary } from "../runner/runner.js";
+import { Runner, RunnerOptionsSchema, type RunnerSummary } from "../runner/runner.js";
 import { InMemoryLightningStore } from "../store/memory-store.js";
 import type { LightningStore } from "../store/store.js";
 import { LightningTracer } from "../tracing/tracer.js";
 import { type NamedResources, NamedResourcesSchema } from "../types/resources.js";
+import { parseOrThrow } from "../types/validate.js";
 import { type Algorithm, isAlgorithm } from "./algorithm.js";
 import { Baseline } from "./baseline.js";
 
@@ -31,9 +32,12 @@ export const TrainerOptionsSchema = z.object({
   heartbeatIntervalSeconds: z.number().positive().default(10),
   /** Extra time runners give in-flight rollouts when the algorithm is done or the trainer is stopped. */
   gracePeriodMs: z.number().min(0).default(5000),
-  tracer: z
-    .custom<LightningTracer>((v) => v instanceof LightningTracer, "must be a LightningTracer")
-    .optional(),
+  /**
+   * Passed to the runners (see RunnerOptions.proxyTokenSecret) unless the algorithm supplies its own
+   * through `runnerCredentials()`, which wins: it owns the proxy that will check the tokens.
+   */
+  proxyTokenSecret: RunnerOptionsSchema.shape.proxyTokenSecret,
+  tracer: z.custom<LightningTracer>(LightningTracer.isInstance, "must be a LightningTracer").optional(),
   logger: z.custom<Logger>(isLogger, "must have debug/info/warn/error methods").optional(),
 });
 export type TrainerOptions = z.input<typeof TrainerOptionsSchema>;
@@ -87,6 +91,16 @@ export class Trainer {
     return this.execute(algorithm, agent, dataset, options);
   }
 
+  private proxyTokenSecretFor(algorithm: Algorithm<any, any>): string | undefined {
+    const fromAlgorithm = algorithm.runnerCredentials?.().proxyTokenSecret;
+    if (fromAlgorithm === undefined) return this.opts.proxyTokenSecret;
+    return parseOrThrow(
+      RunnerOptionsSchema.shape.proxyTokenSecret,
+      fromAlgorithm,
+      "algorithm.runnerCredentials().proxyTokenSecret",
+    );
+  }
+
   private async execute<T, R>(
     algorithm: Algorithm<T, R>,
     agent: AgentLike<T>,
@@ -102,6 +116,7 @@ export class Trainer {
     const controller = new AbortController();
     const onOuterAbort = () => controller.abort(options.signal?.reason);
     options.signal?.addEventListener("abort", onOuterAbort);
+    const proxyTokenSecret = this.proxyTokenSecretFor(algorithm);
     const runnersController = new AbortController();
     const runners = Array.from(
       { length: this.opts.nRunners },
@@ -115,6 +130,7 @@ export class Trainer {
           heartbeatIntervalSeconds: this.opts.heartbeatIntervalSeconds,
           gracePeriodMs: this.opts.gracePeriodMs,
           maxRollouts: this.opts.maxRollouts,
+          ...(proxyTokenSecret === undefined ? {} : { proxyTokenSecret }),
           tracer: this.tracer,
           logger: this.logger,
         }),

@@ -106,18 +106,22 @@ export function proxyLLMBaseUrl(
   return hadV1 ? `${base}/v1` : base;
 }
 
-/** Resolve a ProxyLLM to the plain LLM an agent uses during one attempt. Other resources pass through. */
+/**
+ * Resolve a ProxyLLM to the plain LLM an agent uses during one attempt. Other resources pass through.
+ * `apiKey` (e.g. a token scoped to this attempt) replaces the resource's own key when given.
+ */
 export function resolveForAttempt<R extends Resource>(
   resource: R,
   rolloutId: string,
   attemptId: string,
+  options: { apiKey?: string } = {},
 ): R | LLM {
   if (resource.resource_type !== "proxy_llm") return resource;
   return {
     resource_type: "llm",
     endpoint: proxyLLMBaseUrl(resource, rolloutId, attemptId),
     model: resource.model,
-    api_key: resource.api_key,
+    api_key: options.apiKey ?? resource.api_key,
     sampling_parameters: { ...resource.sampling_parameters },
   };
 }

@@ -11,6 +11,8 @@ export interface TapExchange {
   requestBody: string;
   status: number;
   responseBody: string;
+  /** The exact bytes the upstream sent. */
+  responseBytes: Buffer;
 }
 
 /** A transparent HTTP relay that records the exact bytes an upstream sent (the tests' ground truth). */
@@ -34,11 +36,13 @@ export async function startTap(
             requestBody,
             status: upRes.statusCode ?? 0,
             responseBody: "",
+            responseBytes: Buffer.alloc(0),
           };
           exchanges.push(ex);
           upRes.on("data", (c: Buffer) => {
             out.push(c);
-            ex.responseBody = Buffer.concat(out).toString("utf8");
+            ex.responseBytes = Buffer.concat(out);
+            ex.responseBody = ex.responseBytes.toString("utf8");
             res.write(c);
           });
           upRes.on("end", () => res.end());
@@ -81,7 +85,13 @@ export interface Harness {
 }
 
 export async function startHarness(
-  options: { mocks?: MockLLMServerOptions[]; proxy?: Partial<LLMProxyOptions>; tap?: boolean } = {},
+  options: {
+    mocks?: MockLLMServerOptions[];
+    proxy?: Partial<LLMProxyOptions>;
+    tap?: boolean;
+    /** The model name each backend is configured with (index-aligned with `mocks`). */
+    backendModels?: Array<string | undefined>;
+  } = {},
 ): Promise<Harness> {
   const store = new InMemoryLightningStore({ watchdog: false });
   const mocks = await Promise.all((options.mocks ?? [{}]).map((m) => startMockLLMServer(m)));
@@ -90,7 +100,10 @@ export async function startHarness(
   const warnings: string[] = [];
   const proxy = new LLMProxy({
     store,
-    backends: upstreams.map((url) => ({ url: `${url}/v1` })),
+    backends: upstreams.map((url, i) => {
+      const model = options.backendModels?.[i];
+      return model ? { url: `${url}/v1`, model } : { url: `${url}/v1` };
+    }),
     model: "policy",
     captureBodies: true,
     healthCheckIntervalMs: 0,
@@ -146,4 +159,16 @@ export function sseEvents(body: string): any[] {
     )
     .filter((d) => d && d !== "[DONE]")
     .map((d) => JSON.parse(d));
+}
+
+/** The attributes that must agree between a streamed and a non-streamed call (timing and ids excluded). */
+export function comparable(attrs: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(attrs)) {
+    if (/^agl\.proxy\.(latency_ms|ttft_ms|stream|request|response|body_truncated)$/.test(k)) continue;
+    if (k === "gen_ai.response.id" || k === "gen_ai.request.stream") continue;
+    // the mock derives tool-call ids from the response id, which differs per call
+    out[k] = k.endsWith(".tool_calls") ? JSON.parse(v as string).map(({ id: _, ...call }: any) => call) : v;
+  }
+  return out;
 }

@@ -62,22 +62,18 @@ function readIncoming(incoming: IncomingMessage, maxSize: number): Promise<Buffe
   });
 }
 
-/** Seed hono's body cache so every body reader (text, arrayBuffer, json) uses these bytes. */
+/**
+ * Seed hono's body cache with the one form the route reads: OTLP ingest reads bytes, every other
+ * route reads JSON text. (Lazy getters for both forms cost two closures and defineProperty calls per
+ * request.) hono derives any other form from the cached one, which is exact for UTF-8 JSON text.
+ */
 function cacheBody(c: Context, body: Buffer): void {
   const cache = c.req.bodyCache as Record<string, unknown>;
-  // Each form is made only if a route asks for it (JSON routes read text, OTLP reads bytes).
-  lazy(cache, "text", () => body.toString("utf8"));
-  lazy(cache, "arrayBuffer", () => body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength));
-}
-
-function lazy(target: Record<string, unknown>, key: string, make: () => unknown): void {
-  let value: Promise<unknown> | undefined;
-  Object.defineProperty(target, key, {
-    enumerable: true,
-    configurable: true,
-    get: () => {
-      value ??= Promise.resolve(make());
-      return value;
-    },
-  });
+  if (c.req.path.startsWith("/v1/traces")) {
+    cache.arrayBuffer = Promise.resolve(
+      body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength),
+    );
+  } else {
+    cache.text = Promise.resolve(body.toString("utf8"));
+  }
 }

@@ -1,18 +1,22 @@
 /**
  * The legacy v0.1 task API (AgentLightningServer: GET /task, GET /resources/latest|{id}, POST /rollout)
  * on top of the same store, for VERL "v0"-mode clients. A claim is a dequeue; a posted result is a
- * reward span plus the attempt succeeding; claims older than the task timeout are requeued.
+ * reward span plus the attempt succeeding.
+ *
+ * Claims that get no result are requeued by the store's own watchdog, not by this server: the claim
+ * writes the task timeout into the rollout's config (timeout_seconds, with `timeout` retried), so the
+ * deadline lives in the database. It survives a server restart, holds for every server on the same
+ * database, and the durable stores' shared watchdog times the attempt out exactly once.
  */
 import {
   type AttemptedRollout,
-  IllegalTransitionError,
   isQueuingLike,
-  isRunningLike,
+  isTerminalAttemptStatus,
   type LightningStore,
-  NotFoundError,
   newSpanId,
   newTraceId,
   nowSeconds,
+  type RolloutConfig,
 } from "@agl/core";
 import type { Hono } from "hono";
 import { z } from "zod";
@@ -44,11 +48,6 @@ const RolloutLegacySchema = z.object({
   metadata: z.record(z.string(), z.unknown()).nullable().optional(),
 });
 
-interface Claim {
-  attemptId: string;
-  claimedAt: number;
-}
-
 export function toLegacyTask(claimed: AttemptedRollout): LegacyTask {
   return {
     rollout_id: claimed.rollout_id,
@@ -62,51 +61,32 @@ export function toLegacyTask(claimed: AttemptedRollout): LegacyTask {
   };
 }
 
+/**
+ * The config that makes the store's watchdog requeue this claim after `taskTimeout` seconds: the
+ * attempt times out (a shorter timeout of the rollout's own is kept), `timeout` is retried, and
+ * max_attempts leaves room for one more claim, so a task is requeued as often as it times out (v0.1).
+ * Null when the config already does all that.
+ */
+export function legacyClaimConfig(claimed: AttemptedRollout, taskTimeout: number): RolloutConfig | null {
+  const config = claimed.config;
+  const timeout = Math.min(config.timeout_seconds ?? Number.POSITIVE_INFINITY, taskTimeout);
+  const maxAttempts = Math.max(config.max_attempts, claimed.attempt.sequence_id + 1);
+  const retries = config.retry_condition.includes("timeout");
+  if (timeout === config.timeout_seconds && maxAttempts === config.max_attempts && retries) return null;
+  return {
+    ...config,
+    timeout_seconds: timeout,
+    max_attempts: maxAttempts,
+    retry_condition: retries ? config.retry_condition : [...config.retry_condition, "timeout"],
+  };
+}
+
 export function registerLegacyRoutes(app: Hono, store: LightningStore, options: LegacyOptions): void {
-  const claims = new Map<string, Claim>();
-  // Attempts superseded by a timeout requeue; closed as `timeout` once a newer attempt exists.
-  const stale = new Map<string, string[]>();
-
-  async function requeueExpired(): Promise<void> {
-    const now = nowSeconds();
-    for (const [rolloutId, claim] of claims) {
-      if (now - claim.claimedAt <= options.taskTimeoutSeconds) continue;
-      claims.delete(rolloutId);
-      const rollout = await store.getRolloutById(rolloutId);
-      const latest = await store.getLatestAttempt(rolloutId);
-      if (!rollout || !latest || latest.attempt_id !== claim.attemptId || !isRunningLike(rollout.status))
-        continue;
-      try {
-        await store.updateRollout(rolloutId, { status: "requeuing" });
-      } catch (error) {
-        // It finished meanwhile: there is nothing to requeue.
-        if (IllegalTransitionError.isInstance(error) || NotFoundError.isInstance(error)) continue;
-        throw error;
-      }
-      stale.set(rolloutId, [...(stale.get(rolloutId) ?? []), claim.attemptId]);
-    }
-  }
-
-  async function closeStale(rolloutId: string): Promise<void> {
-    const ids = stale.get(rolloutId);
-    if (!ids) return;
-    stale.delete(rolloutId);
-    for (const attemptId of ids) {
-      try {
-        await store.updateAttempt(rolloutId, attemptId, { status: "timeout" });
-      } catch (error) {
-        // Already finished some other way (e.g. by the store's watchdog): nothing left to close.
-        if (!IllegalTransitionError.isInstance(error) && !NotFoundError.isInstance(error)) throw error;
-      }
-    }
-  }
-
   app.get("/task", async (c) => {
-    await requeueExpired();
     const claimed = await store.dequeueRollout({ workerId: c.req.query("worker_id") ?? null });
     if (!claimed) return c.json({ is_available: false, task: null });
-    await closeStale(claimed.rollout_id);
-    claims.set(claimed.rollout_id, { attemptId: claimed.attempt.attempt_id, claimedAt: nowSeconds() });
+    const config = legacyClaimConfig(claimed, options.taskTimeoutSeconds);
+    if (config) await store.updateRollout(claimed.rollout_id, { config });
     return c.json({ is_available: true, task: toLegacyTask(claimed) });
   });
 
@@ -138,9 +118,8 @@ export function registerLegacyRoutes(app: Hono, store: LightningStore, options: 
         404,
       );
     }
-    const attemptId =
-      claims.get(rolloutId)?.attemptId ?? (await store.getLatestAttempt(rolloutId))?.attempt_id;
-    if (!attemptId) {
+    let latest = await store.getLatestAttempt(rolloutId);
+    if (!latest) {
       return c.json(
         {
           detail: `Rollout ${rolloutId} was never claimed`,
@@ -150,7 +129,13 @@ export function registerLegacyRoutes(app: Hono, store: LightningStore, options: 
         409,
       );
     }
-    claims.delete(rolloutId);
+    // A result for a rollout requeued after its claim timed out still counts (the v0.1 behaviour).
+    // The timed-out attempt cannot change any more, so the result goes on a fresh attempt.
+    if (isQueuingLike(rollout.status)) {
+      if (isTerminalAttemptStatus(latest.status)) latest = (await store.startAttempt(rolloutId)).attempt;
+      else await store.updateRollout(rolloutId, { status: "running" });
+    }
+    const attemptId = latest.attempt_id;
     if (result.final_reward != null) {
       const sequenceId = await store.getNextSpanSequenceId(rolloutId, attemptId);
       await store.addSpan({
@@ -169,8 +154,6 @@ export function registerLegacyRoutes(app: Hono, store: LightningStore, options: 
         end_time: nowSeconds(),
       });
     }
-    // A result for a rollout requeued after its claim timed out still counts (the v0.1 behaviour).
-    if (isQueuingLike(rollout.status)) await store.updateRollout(rolloutId, { status: "running" });
     const legacy = {
       final_reward: result.final_reward ?? null,
       triplets: result.triplets ?? null,

@@ -5,14 +5,51 @@ export interface StoreServerLogger {
   error(message: string, fields?: Record<string, unknown>): void;
 }
 
-/** JSON lines on a stream (stderr by default), e.g. `{"ts":"...","level":"info","msg":"request",...}`. */
-export function jsonLinesLogger(
-  write: (line: string) => void = (line) => process.stderr.write(line),
-): StoreServerLogger {
+/**
+ * JSON lines, e.g. `{"ts":"...","level":"info","msg":"request",...}`, to `write` one line per call,
+ * or by default to stderr batched: the lines of one event-loop turn go out in one write (a write per
+ * request log line was a syscall per request). Errors flush at once; so does process exit.
+ */
+export function jsonLinesLogger(write?: (line: string) => void): StoreServerLogger {
+  const out = write ?? batchedStderr();
   const emit = (level: string) => (message: string, fields?: Record<string, unknown>) => {
-    write(`${JSON.stringify({ ts: new Date().toISOString(), level, msg: message, ...fields })}\n`);
+    out(`${JSON.stringify({ ts: new Date().toISOString(), level, msg: message, ...fields })}\n`);
+    if (level === "error") (out as Partial<Batched>).flush?.();
   };
   return { info: emit("info"), warn: emit("warn"), error: emit("error") };
+}
+
+type Batched = ((line: string) => void) & { flush: () => void };
+
+/** One per process: every default logger shares it (and its single exit hook). */
+let sharedStderr: Batched | undefined;
+
+function batchedStderr(): Batched {
+  sharedStderr ??= makeBatchedStderr();
+  return sharedStderr;
+}
+
+function makeBatchedStderr(): Batched {
+  let pending = "";
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    if (pending === "") return;
+    const chunk = pending;
+    pending = "";
+    process.stderr.write(chunk);
+  };
+  process.once("exit", flush);
+  const out = (line: string) => {
+    pending += line;
+    // Bound the buffer under a burst; otherwise the next turn of the loop writes it.
+    if (pending.length > 64 * 1024) flush();
+    else if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
+  return Object.assign(out, { flush });
 }
 
 export const silentServerLogger: StoreServerLogger = { info() {}, warn() {}, error() {} };

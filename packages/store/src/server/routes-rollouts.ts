@@ -101,10 +101,11 @@ export function registerRolloutRoutes(app: Hono, store: LightningStore, limits: 
       body.rollout_ids,
       body.timeout ?? null,
       limits,
-      c.req.raw.signal,
+      // Lazily: on node-server, c.req.raw builds a whole web Request, and a timeout-0 poll needs none.
+      () => c.req.raw.signal,
     );
-    // Tells agl clients the wait ended on its own (not at the server's cap or on shutdown), so they
-    // stop polling even when some ids are unknown and will never finish.
+    // Tells agl clients every known id finished (not the timeout, the server's cap or a shutdown
+    // ended the wait), so they stop polling even when some ids are unknown and will never finish.
     if (complete) c.header("x-agl-wait-complete", "1");
     return c.json(rollouts);
   });
@@ -119,7 +120,7 @@ async function boundedWait(
   ids: string[],
   timeout: number | null,
   limits: WaitLimits,
-  requestSignal: AbortSignal,
+  requestSignal: () => AbortSignal,
 ): Promise<{ rollouts: Rollout[]; complete: boolean }> {
   if (ids.length === 0) return { rollouts: [], complete: true };
   if (timeout !== null && timeout <= 0) {
@@ -127,7 +128,7 @@ async function boundedWait(
   }
   const requested = timeout ?? Number.POSITIVE_INFINITY;
   const seconds = Math.min(requested, limits.maxWaitSeconds);
-  const signals = [limits.shutdownSignal, requestSignal];
+  const signals = [limits.shutdownSignal, requestSignal()];
   if (signals.some((s) => s.aborted)) {
     return { rollouts: await store.waitForRollouts(ids, { timeoutSeconds: 0 }), complete: false };
   }
@@ -142,8 +143,11 @@ async function boundedWait(
     if (result === "aborted") {
       return { rollouts: await store.waitForRollouts(ids, { timeoutSeconds: 0 }), complete: false };
     }
+    // Complete = every known id is terminal: the store's wait returned before its timeout (it skips
+    // unknown ids) or every id is in the answer. A wait that ran to the timeout the client asked for
+    // is not complete: the client would stop polling with rollouts still running.
     const endedEarly = (performance.now() - started) / 1000 < seconds - 0.05;
-    return { rollouts: result, complete: seconds === requested || endedEarly };
+    return { rollouts: result, complete: endedEarly || result.length >= new Set(ids).size };
   } finally {
     for (const s of signals) s.removeEventListener("abort", onAbort!);
   }

@@ -1,6 +1,6 @@
 import * as tf from "@tensorflow/tfjs";
 import { type ModelConfig, type ModelConfigInput, parseModelConfig } from "./config.js";
-import { embedRows, gelu, layerNorm, mm, mmNT, pickColumns } from "./ops.js";
+import { addBias, embedRows, gelu, layerNorm, mm, mmNT, pickColumns } from "./ops.js";
 
 /**
  * A decoder-only, pre-LN transformer with causal attention, written with tfjs ops so it trains on any
@@ -214,8 +214,8 @@ export class PolicyModel {
       const merged = tf.reshape(tf.transpose(attn, [0, 2, 1, 3]), [B * T, c.dModel]);
       h = tf.add(h, mm(merged, w("wo")));
       const xn2 = layerNorm(h, w("ln2.g"), w("ln2.b"));
-      const ff = mm(gelu(tf.add(mm(xn2, w("w1")), w("b1"))), w("w2"));
-      h = tf.add(h, tf.add(ff, w("b2")));
+      const ff = mm(gelu(addBias(mm(xn2, w("w1")), w("b1"))), w("w2"));
+      h = tf.add(h, addBias(ff, w("b2")));
     }
     return { h: layerNorm(h, this.variable("lnf.g"), this.variable("lnf.b")) as tf.Tensor2D, kv };
   }

@@ -191,3 +191,137 @@ describe("actor update", () => {
     expect(mse).toBeLessThan(klBefore);
   });
 });
+
+/** A bigram policy with an explicit logit table (row = current token), for hand-computed values. */
+function fixedBigram(values: number[][]): TrainablePolicy & { table: tfc.Variable } {
+  const table = tf.variable(tf.tensor2d(values));
+  const vocab = values.length;
+  return {
+    table,
+    trainableVariables: [table],
+    logits: (ids) =>
+      tf.tidy(() => {
+        const [B, L] = ids.shape;
+        const onehot = tf.oneHot(tf.reshape(ids, [-1]), vocab);
+        return tf.reshape(tf.matMul(onehot, table), [B, L, vocab]) as tfc.Tensor3D;
+      }),
+  };
+}
+
+/** log softmax(z / T)[k] and the entropy of softmax(z / T), written out in plain JS. */
+const handLogprob = (z: number[], k: number, T: number) =>
+  z[k]! / T - Math.log(z.reduce((a, x) => a + Math.exp(x / T), 0));
+const handEntropy = (z: number[], T: number) =>
+  -z.reduce((a, _, k) => a + Math.exp(handLogprob(z, k, T)) * handLogprob(z, k, T), 0);
+
+describe("rollout temperature", () => {
+  const table = [
+    [0, 1, 2],
+    [1, 0, -1],
+    [0.5, -0.5, 0],
+  ];
+  // prompt 0, response 2 1: transitions 0->2 and 2->1; prompt 1, response 0: 1->0.
+  const tRows = [row("r1", [0], [2, 1], 1), row("r2", [1], [0], 0)];
+
+  it("log-probs and entropies at T=0.7 are those of softmax(logits / 0.7)", () => {
+    const policy = fixedBigram(table);
+    const out = computeLogprobs(policy, tRows, 2, 0, 0.7);
+    expect(out.logprobs[0]![0]).toBeCloseTo(handLogprob(table[0]!, 2, 0.7), 5);
+    expect(out.logprobs[0]![1]).toBeCloseTo(handLogprob(table[2]!, 1, 0.7), 5);
+    expect(out.logprobs[1]![0]).toBeCloseTo(handLogprob(table[1]!, 0, 0.7), 5);
+    expect(out.entropy[0]![0]).toBeCloseTo(handEntropy(table[0]!, 0.7), 5);
+    // concretely, not just self-consistent: 2/0.7 - log(1 + e^(1/0.7) + e^(2/0.7))
+    expect(out.logprobs[0]![0]).toBeCloseTo(-0.2601, 3);
+    // raw (T=1) log-probs come from the same forward, for comparison with the recorded rollout log-probs
+    expect(out.rawLogprobs[0]![0]).toBeCloseTo(handLogprob(table[0]!, 2, 1), 5);
+    expect(out.rawLogprobs[1]![0]).toBeCloseTo(handLogprob(table[1]!, 0, 1), 5);
+  });
+
+  it("the update scores the current policy at the same temperature as the old log-probs", () => {
+    const policy = fixedBigram(table);
+    const old = computeLogprobs(policy, tRows, 2, 0, 0.7).logprobs;
+    const opt = new AdamW(policy.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0 });
+    const m = updateActor(
+      policy,
+      opt,
+      tRows,
+      tRows.map((r, i) => ({
+        advantages: r.responseIds.map(() => 1),
+        oldLogprobs: old[i]!,
+        refLogprobs: null,
+        tisWeights: null,
+      })),
+      options({ temperature: 0.7, miniBatchRows: 2, microBatchRows: 2 }),
+    );
+    // ratio exactly 1 before the step: ppo_kl 0, and pg_loss = -mean(advantage) = -1
+    expect(m["actor/ppo_kl"]).toBeCloseTo(0, 6);
+    expect(m["actor/pg_loss"]).toBeCloseTo(-1, 6);
+    const ent = (handEntropy(table[0]!, 0.7) + handEntropy(table[2]!, 0.7) + handEntropy(table[1]!, 0.7)) / 3;
+    expect(m["actor/entropy"]).toBeCloseTo(ent, 5);
+    // The same update scoring at T=1 (what the unscaled code did) sees ratios != 1 on every token.
+    const raw = computeLogprobs(fixedBigram(table), tRows, 2, 0, 1).logprobs;
+    for (const [k, lp] of old.flat().entries()) expect(Math.abs(lp - raw.flat()[k]!)).toBeGreaterThan(0.05);
+    const unscaled = fixedBigram(table);
+    const optU = new AdamW(unscaled.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0 });
+    const mU = updateActor(
+      unscaled,
+      optU,
+      tRows,
+      tRows.map((r, i) => ({
+        advantages: r.responseIds.map(() => 1),
+        oldLogprobs: old[i]!,
+        refLogprobs: null,
+        tisWeights: null,
+      })),
+      options({ miniBatchRows: 2, microBatchRows: 2 }),
+    );
+    expect(Math.abs(mU["actor/pg_loss"] + 1)).toBeGreaterThan(0.01);
+  });
+});
+
+describe("entropy bonus", () => {
+  // One token 0 -> 2 with zero advantage: the loss is -c x H(softmax(table[0])) alone, whose gradient
+  // on the logits z is dL/dz_j = c p_j (log p_j + H) (only row 0 of the table gets a gradient).
+  const z = [0.3, -0.2, 1];
+  const eRows = [row("e", [0], [2], 0)];
+  const zeroAdv = [{ advantages: [0], oldLogprobs: null, refLogprobs: null, tisWeights: null }];
+  const grad = (c: number) => {
+    const H = handEntropy(z, 1);
+    return z.map((_, j) => {
+      const lp = handLogprob(z, j, 1);
+      return c * Math.exp(lp) * (lp + H);
+    });
+  };
+  const table = () => [z, [0, 0, 0], [0, 0, 0]];
+
+  it.each([0.01, 0.5])(
+    "coefficient %f: grad norm and the Adam step match the hand-computed gradient",
+    (c) => {
+      const policy = fixedBigram(table());
+      const opt = new AdamW(policy.trainableVariables, { betas: [0.9, 0.999], eps: 1e-12, weightDecay: 0 });
+      const m = updateActor(
+        policy,
+        opt,
+        eRows,
+        zeroAdv,
+        options({ entropyCoeff: c, gradClip: 0, lr: () => 0.01 }),
+      );
+      const g = grad(c);
+      expect(m["actor/grad_norm"]).toBeCloseTo(Math.hypot(...g), 6);
+      expect(m["actor/pg_loss"]).toBeCloseTo(0, 6);
+      expect(m["actor/entropy"]).toBeCloseTo(handEntropy(z, 1), 5);
+      // Adam's first step moves each weight by lr against the sign of its gradient: entropy goes up.
+      const after = Array.from(policy.table.dataSync());
+      for (const [j, gj] of g.entries()) expect(after[j]).toBeCloseTo(z[j]! - 0.01 * Math.sign(gj), 5);
+      expect(after.slice(3).every((v) => v === 0)).toBe(true);
+      expect(handEntropy(after.slice(0, 3), 1)).toBeGreaterThan(handEntropy(z, 1));
+    },
+  );
+
+  it("without the bonus a zero-advantage batch produces no gradient", () => {
+    const policy = fixedBigram(table());
+    const opt = new AdamW(policy.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0 });
+    const m = updateActor(policy, opt, eRows, zeroAdv, options({ entropyCoeff: 0, gradClip: 0 }));
+    expect(m["actor/grad_norm"]).toBe(0);
+  });
+});

@@ -26,44 +26,74 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
   return out;
 }
 
-/** Forward the packed micro-batch and return log-probs and entropies at the target positions. */
+/**
+ * The temperature the policy's log-probs are taken at. The ratio must compare the distribution the
+ * rollouts were sampled from, i.e. logits / rollout temperature (VERL divides the logits the same way for
+ * old, reference and current log-probs). Greedy rollouts (temperature 0) sample from no distribution, so
+ * they are scored at temperature 1 rather than dividing by zero.
+ */
+export function scoringTemperature(rolloutTemperature: number): number {
+  return rolloutTemperature > 0 ? rolloutTemperature : 1;
+}
+
+interface Forwarded {
+  logprobs: tf.Tensor2D;
+  entropy: tf.Tensor2D;
+  /** Log-probs at temperature 1 (only when asked for and the temperature is not 1). */
+  raw: tf.Tensor2D | undefined;
+}
+
+/** Forward the packed micro-batch and return log-probs and entropies at the target positions, taken
+ * at `temperature`. */
 function forward(
   policy: TrainablePolicy,
   packed: PackedBatch,
-): { logprobs: tf.Tensor2D; entropy: tf.Tensor2D } {
+  temperature: number,
+  withRaw = false,
+): Forwarded {
   return tf.tidy(() => {
     const ids = tf.tensor2d(packed.ids, [packed.batchSize, packed.length], "int32");
     const logits = policy.logits(ids);
     const [B, L, V] = logits.shape;
     const shifted = tf.slice(logits, [0, 0, 0], [B, L - 1, V]) as tf.Tensor3D;
     const targets = tf.tensor2d(packed.targets, [B, L - 1], "int32");
-    return tokenLogprobsAndEntropy(shifted, targets);
+    if (temperature === 1) return { ...tokenLogprobsAndEntropy(shifted, targets), raw: undefined };
+    const scaled = tokenLogprobsAndEntropy(tf.div(shifted, temperature) as tf.Tensor3D, targets);
+    const raw = withRaw ? tokenLogprobsAndEntropy(shifted, targets).logprobs : undefined;
+    return { ...scaled, raw };
   });
 }
 
-/** Per-response-token log-probs (and entropies) of `rows` under `policy`, no gradient. */
+/**
+ * Per-response-token log-probs (and entropies) of `rows` under `policy` at `temperature`, no gradient.
+ * `rawLogprobs` are the same at temperature 1 — the scale of the rollout log-probs the proxy records
+ * (vLLM's raw_logprobs), which truncated importance sampling compares against.
+ */
 export function computeLogprobs(
   policy: TrainablePolicy,
   rows: readonly TrainRow[],
   microBatchRows: number,
   padId: number,
-): { logprobs: number[][]; entropy: number[][] } {
+  temperature = 1,
+): { logprobs: number[][]; entropy: number[][]; rawLogprobs: number[][] } {
   const logprobs: number[][] = [];
   const entropy: number[][] = [];
+  const rawLogprobs: number[][] = [];
   for (const micro of chunks(rows, microBatchRows)) {
     const packed = packBatch(micro, padId);
-    const out = forward(policy, packed);
+    const out = forward(policy, packed, temperature, true);
     const lp = out.logprobs.arraySync();
     const ent = out.entropy.arraySync();
-    out.logprobs.dispose();
-    out.entropy.dispose();
+    const raw = out.raw ? out.raw.arraySync() : lp;
+    for (const t of [out.logprobs, out.entropy, out.raw]) t?.dispose();
     micro.forEach((r, i) => {
       const s = packed.responseStart[i]!;
       logprobs.push(lp[i]!.slice(s, s + r.responseIds.length));
       entropy.push(ent[i]!.slice(s, s + r.responseIds.length));
+      rawLogprobs.push(raw[i]!.slice(s, s + r.responseIds.length));
     });
   }
-  return { logprobs, entropy };
+  return { logprobs, entropy, rawLogprobs };
 }
 
 /** Per-response-token training inputs for one row. */
@@ -87,6 +117,10 @@ export interface ActorUpdateOptions {
   clipHigh: number;
   clipC: number;
   aggMode: LossAggMode;
+  /** Divisor of `seq-mean-token-sum-norm` (default: the longest row). */
+  lossScaleFactor?: number;
+  /** Logits are divided by this (the rollout temperature, see `scoringTemperature`); default 1. */
+  temperature?: number;
   entropyCoeff: number;
   useKlLoss: boolean;
   klLossCoef: number;
@@ -132,6 +166,7 @@ export function updateActor(
         masks,
         o.aggMode,
         miniRows.map((r) => r.rolloutId),
+        o.lossScaleFactor,
       );
       const metricWeights = aggregationWeights(masks, "token-mean");
       let acc: tf.Tensor[] | null = null;
@@ -161,7 +196,7 @@ export function updateActor(
           const tisT = mIn.every((x) => x.tisWeights != null) ? pack(mIn.map((x) => x.tisWeights)) : null;
           const refT = o.useKlLoss ? pack(mIn.map((x) => x.refLogprobs)) : null;
           return tf.variableGrads(() => {
-            const { logprobs, entropy } = forward(policy, packed);
+            const { logprobs, entropy } = forward(policy, packed, o.temperature ?? 1);
             const out = policyLoss({
               logprob: logprobs,
               oldLogprob: oldT ?? detach(logprobs),

@@ -1,18 +1,28 @@
 import { randomBytes } from "node:crypto";
 import { join, resolve } from "node:path";
 import { ProxySpansToTriplets } from "@agl/adapter";
-import type { Adapter, Algorithm, AlgorithmContext, NamedResources, Span, Triplet } from "@agl/core";
+import {
+  type Adapter,
+  type Algorithm,
+  type AlgorithmContext,
+  generateTokenSecret,
+  type NamedResources,
+  type RunnerCredentials,
+  type Span,
+  type Triplet,
+} from "@agl/core";
 import { LLMProxy } from "@agl/proxy";
 import type { PolicyModel } from "../model/policy-model.js";
 import { PolicyServer } from "../server/policy-server.js";
 import type { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { Tokenizer } from "../tokenizer/tokenizer.js";
-import { loadLatestPPOCheckpoint, savePPOCheckpoint } from "./checkpoint.js";
+import { savePPOCheckpoint } from "./checkpoint.js";
 import { CollectAbortedError, type CollectedRollout, collectRollouts } from "./collect.js";
 import { type PPOConfig, type PPOConfigInput, parsePPOConfig } from "./config.js";
 import { MetricsLog, type MetricsRecord } from "./metrics-log.js";
 import { AdamW } from "./optim.js";
 import { deriveSeed, SeededRandom } from "./rng.js";
+import { pauseForUpdate, resumeFromCheckpoint, warnIgnoredKeys } from "./run-support.js";
 import { ppoUpdate } from "./step.js";
 import { ValueHead } from "./value-head.js";
 
@@ -101,8 +111,19 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
   readonly name = "PPO";
   readonly config: PPOConfig;
 
+  /**
+   * Secret of the per-attempt tokens the proxy requires on its LLM routes. Fixed here, not in `run`,
+   * because the Trainer hands it to its runners before `run` starts the proxy. Remote `agl-worker`s get
+   * it by sharing $AGL_PROXY_TOKEN_SECRET with this process.
+   */
+  private readonly proxyTokenSecret = process.env.AGL_PROXY_TOKEN_SECRET || generateTokenSecret();
+
   constructor(private readonly options: PPOOptions) {
     this.config = parsePPOConfig(options.config ?? {});
+  }
+
+  runnerCredentials(): RunnerCredentials {
+    return { proxyTokenSecret: this.proxyTokenSecret };
   }
 
   async run(context: AlgorithmContext<T>): Promise<PPOResult> {
@@ -136,18 +157,20 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
         ? new ValueHead(model.config.dModel, c.critic.hidden_size, c.trainer.seed)
         : null;
 
-    // Resume: weights, optimizer moments and step; every random draw derives from (seed, step).
+    warnIgnoredKeys(this.options.config, logger);
+    // Resume: weights, optimizer moments, critic and step; every random draw derives from (seed, step).
     let step = 0;
     let previous: MetricsRecord[] = [];
     if (c.trainer.resume_mode === "auto") {
-      const ckpt = await loadLatestPPOCheckpoint(root);
-      if (ckpt) {
-        await ckpt.restoreInto(model, reference);
-        optimizer.setState(ckpt.optimizer);
-        step = ckpt.state.step;
-        previous = ckpt.state.history;
-        logger.info(`PPO: resumed from ${ckpt.dir} (step ${step})`);
-      }
+      const resumed = await resumeFromCheckpoint(root, {
+        model,
+        reference,
+        optimizer,
+        valueHead,
+        config: c,
+        logger,
+      });
+      if (resumed) ({ step, history: previous } = resumed);
     }
 
     const jsonlPath = c.trainer.logger.includes("jsonl") ? join(root, "metrics.jsonl") : null;
@@ -174,14 +197,16 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
     }
 
     const server = await (this.options.serve ?? servePolicy)(this.options.policy, { modelName });
-    // Control routes are guarded by a per-run admin token; LLM routes stay open on loopback so unmodified
-    // agents (which only know the attempt URL) can call them.
+    // Control routes are guarded by a per-run admin token; LLM routes require a token scoped to the
+    // calling attempt, which the runners mint with `proxyTokenSecret` (see runnerCredentials) and hand
+    // to the agent as its ProxyLLM's api_key, so no agent can write into another rollout's trace.
     const proxy = new LLMProxy({
       store,
       backends: [{ url: server.url }],
       model: modelName,
       adminToken: randomBytes(24).toString("hex"),
-      llmAuth: "none",
+      llmAuth: "token",
+      tokenSecret: this.proxyTokenSecret,
       healthCheckIntervalMs: 0,
       logger: { warn: (m) => logger.info(`proxy: ${m}`), error: (m) => logger.error(`proxy: ${m}`) },
     });
@@ -225,6 +250,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
         seedOf: (i, r) => deriveSeed(c.trainer.seed, 1_000_003, atStep, i, r),
         dataIdOf: (i) => `val-${atStep}-${i}`,
         signal: stop.signal,
+        beforeAdapt: () => proxy.flush(),
       });
       const result = summarize(collected, threshold);
       log.record(atStep, {
@@ -246,6 +272,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
         ...this.options.policy,
         optimizer: optimizer.getState(),
         reference,
+        critic: valueHead?.getState() ?? null,
         state: { step, history: log.history, config: c },
       });
     };
@@ -274,11 +301,13 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
           seedOf: (i, r) => deriveSeed(c.trainer.seed, next, i, r),
           dataIdOf: (i) => `train-${next}-${i}`,
           signal: stop.signal,
+          beforeAdapt: () => proxy.flush(),
         });
         const tGen = (performance.now() - t0) / 1000;
         // No call may be sampled while weights change: the proxy turns new calls away (429 + Retry-After,
-        // which SDKs retry) and the server drains running generations before the update runs.
-        await proxy.pause();
+        // which SDKs retry) and drains its in-flight calls (their spans written), and the server drains
+        // running generations before the update runs.
+        const pauseMetrics = await pauseForUpdate(proxy, logger);
         const rng = new SeededRandom(deriveSeed(c.trainer.seed, next, 99));
         const summary = summarize(collected, threshold);
         let metrics: Record<string, number> = {};
@@ -294,7 +323,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
         await proxy.resume({ modelVersion: version });
         step = next;
         const seconds = (performance.now() - t0) / 1000;
-        Object.assign(metrics, {
+        Object.assign(metrics, pauseMetrics, {
           "training/reward": summary.reward,
           "training/accuracy": summary.accuracy,
           "training/n_rollouts": summary.n,

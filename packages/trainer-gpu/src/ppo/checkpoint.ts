@@ -8,12 +8,14 @@ import type { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { Tokenizer } from "../tokenizer/tokenizer.js";
 import type { MetricsRecord } from "./metrics-log.js";
 import type { AdamState } from "./optim.js";
+import type { ValueHeadState } from "./value-head.js";
 
 /**
  * PPO checkpoints, laid out as VERL does: `<dir>/global_step_<k>/` and
  * `<dir>/latest_checkpointed_iteration.txt`. Each holds the actor (the policy checkpoint format, so
  * it can be served or fine-tuned directly), the optimizer moments, the frozen reference policy when
- * KL is used, and the trainer state (step, metrics so far). Everything a resumed run needs to
+ * KL is used, the GAE critic (value head weights and its own Adam state) when there is one, and the
+ * trainer state (step, metrics so far). Everything a resumed run needs to
  * continue exactly where an uninterrupted run would be.
  */
 
@@ -32,7 +34,19 @@ export interface PPOCheckpointParts {
   template: ChatTemplate;
   optimizer: AdamState;
   reference: PolicyModel | null;
+  /** The GAE value head, null for critic-free estimators. */
+  critic: ValueHeadState | null;
   state: TrainerState;
+}
+
+export class PPOCheckpointError extends Error {
+  constructor(
+    readonly dir: string,
+    problem: string,
+  ) {
+    super(`checkpoint ${dir}: ${problem}`);
+    this.name = "PPOCheckpointError";
+  }
 }
 
 const stepDir = (root: string, step: number) => join(root, `global_step_${step}`);
@@ -56,6 +70,39 @@ function packOptimizer(state: AdamState): { bytes: Buffer; meta: unknown } {
   };
 }
 
+interface PackedMeta {
+  step: number;
+  sizes: number[];
+  sha256: string;
+}
+
+/** Read `<name>.bin` / `<name>.json` as written by `packOptimizer`: `copies` runs of arrays of `sizes`. */
+async function readPacked(
+  dir: string,
+  name: string,
+  copies: number,
+): Promise<{ meta: PackedMeta; arrays: Float32Array[] }> {
+  const meta = JSON.parse(await readFile(join(dir, `${name}.json`), "utf8")) as PackedMeta;
+  const bytes = await readFile(join(dir, `${name}.bin`));
+  if (createHash("sha256").update(bytes).digest("hex") !== meta.sha256) {
+    throw new PPOCheckpointError(dir, `${name}.bin is corrupted (SHA-256 mismatch)`);
+  }
+  const expected = meta.sizes.reduce((a, b) => a + b, 0) * 4 * copies;
+  if (bytes.byteLength !== expected) {
+    throw new PPOCheckpointError(dir, `${name}.bin holds ${bytes.byteLength} bytes, expected ${expected}`);
+  }
+  const buffer = new Uint8Array(bytes).buffer;
+  const arrays: Float32Array[] = [];
+  let offset = 0;
+  for (let c = 0; c < copies; c++) {
+    for (const size of meta.sizes) {
+      arrays.push(new Float32Array(buffer, offset, size));
+      offset += size * 4;
+    }
+  }
+  return { meta, arrays };
+}
+
 export async function savePPOCheckpoint(root: string, parts: PPOCheckpointParts): Promise<string> {
   const dir = stepDir(root, parts.state.step);
   await rm(dir, { recursive: true, force: true });
@@ -74,6 +121,14 @@ export async function savePPOCheckpoint(root: string, parts: PPOCheckpointParts)
   const opt = packOptimizer(parts.optimizer);
   await writeAtomic(join(dir, "actor_optim.bin"), opt.bytes);
   await writeAtomic(join(dir, "actor_optim.json"), JSON.stringify(opt.meta));
+  if (parts.critic) {
+    // One file: the weights, then Adam's first and second moments, all of the value head's sizes.
+    const { weights, optimizer } = parts.critic;
+    const packed = packOptimizer({ step: optimizer.step, m: weights, v: [...optimizer.m, ...optimizer.v] });
+    const meta = { ...(packed.meta as PackedMeta), sizes: weights.map((w) => w.length) };
+    await writeAtomic(join(dir, "critic.bin"), packed.bytes);
+    await writeAtomic(join(dir, "critic.json"), JSON.stringify(meta));
+  }
   // The trainer state goes last: its presence marks a complete checkpoint.
   await writeAtomic(join(dir, "trainer_state.json"), JSON.stringify(parts.state));
   await writeAtomic(join(root, LATEST_FILE), String(parts.state.step));
@@ -84,6 +139,8 @@ export interface LoadedPPOCheckpoint {
   dir: string;
   state: TrainerState;
   optimizer: AdamState;
+  /** The saved value head, null when the run had no critic. */
+  critic: ValueHeadState | null;
   /** Copy the saved actor (and reference) weights into the given models. */
   restoreInto(model: PolicyModel, reference: PolicyModel | null): Promise<void>;
 }
@@ -98,27 +155,22 @@ export async function loadLatestPPOCheckpoint(root: string): Promise<LoadedPPOCh
   const statePath = join(dir, "trainer_state.json");
   if (!existsSync(statePath)) throw new Error(`checkpoint ${dir} is incomplete (no trainer_state.json)`);
   const state = JSON.parse(await readFile(statePath, "utf8")) as TrainerState;
-  const meta = JSON.parse(await readFile(join(dir, "actor_optim.json"), "utf8")) as {
-    step: number;
-    sizes: number[];
-    sha256: string;
-  };
-  const bytes = await readFile(join(dir, "actor_optim.bin"));
-  if (createHash("sha256").update(bytes).digest("hex") !== meta.sha256) {
-    throw new Error(`checkpoint ${dir}: actor_optim.bin is corrupted (SHA-256 mismatch)`);
-  }
-  const buffer = new Uint8Array(bytes).buffer;
-  const arrays: Float32Array[] = [];
-  let offset = 0;
-  for (const size of [...meta.sizes, ...meta.sizes]) {
-    arrays.push(new Float32Array(buffer, offset, size));
-    offset += size * 4;
-  }
+  const { meta, arrays } = await readPacked(dir, "actor_optim", 2);
   const n = meta.sizes.length;
+  let critic: ValueHeadState | null = null;
+  if (existsSync(join(dir, "critic.json"))) {
+    const c = await readPacked(dir, "critic", 3);
+    const k = c.meta.sizes.length;
+    critic = {
+      weights: c.arrays.slice(0, k),
+      optimizer: { step: c.meta.step, m: c.arrays.slice(k, 2 * k), v: c.arrays.slice(2 * k) },
+    };
+  }
   return {
     dir,
     state,
     optimizer: { step: meta.step, m: arrays.slice(0, n), v: arrays.slice(n) },
+    critic,
     async restoreInto(model, reference) {
       const actor = await loadCheckpoint(join(dir, "actor"));
       model.setWeightsFrom(actor.model);

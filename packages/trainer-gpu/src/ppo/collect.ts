@@ -28,6 +28,11 @@ export interface CollectOptions<T> {
   /** data_id of a sample in this batch. */
   dataIdOf: (sampleIndex: number) => string;
   signal: AbortSignal;
+  /**
+   * Runs once every rollout has ended and before spans are read: the proxy writes a call's span just
+   * after the agent has its answer, so an agent can finish before its last span is in the store.
+   */
+  beforeAdapt?: () => Promise<void>;
 }
 
 export interface CollectedRollout extends RolloutTriplets {
@@ -99,6 +104,7 @@ export async function collectRollouts<T>(o: CollectOptions<T>): Promise<Collecte
     await Promise.allSettled([...pending].map((id) => o.store.updateRollout(id, { status: "cancelled" })));
     throw error;
   }
+  await o.beforeAdapt?.();
   const out: CollectedRollout[] = [];
   for (const rollout of enqueued) {
     const r = finished.get(rollout.rollout_id)!;

@@ -109,7 +109,16 @@ describe("aggregation modes", () => {
       [1, 0],
       [1, 1],
     ];
-    expect(aggLoss(v, m, "per-rollout-mean", ["a", "a", "b"]).dataSync()[0]).toBeCloseTo((2 + 6) / 2, 5);
+    expect(aggLoss(v, m, "per_rollout_mean", ["a", "a", "b"]).dataSync()[0]).toBeCloseTo((2 + 6) / 2, 5);
+  });
+  it("seq-mean-token-sum-norm divides token sums by rows x a constant length (VERL / Dr. GRPO)", () => {
+    // masked sums 3 and 4 over 2 rows, normaliser 8 (e.g. max_response_length): (3 + 4) / (2 * 8)
+    expect(aggLoss(values(), mask, "seq-mean-token-sum-norm", undefined, 8).dataSync()[0]).toBeCloseTo(
+      7 / 16,
+      6,
+    );
+    // without one, VERL's fallback: the (padded) row width, 3 here
+    expect(aggLoss(values(), mask, "seq-mean-token-sum-norm").dataSync()[0]).toBeCloseTo(7 / 6, 6);
   });
   it("weights of micro-batches add up to the mini-batch aggregate", () => {
     const w = aggregationWeights(mask, "token-mean");

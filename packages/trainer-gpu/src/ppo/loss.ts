@@ -62,13 +62,17 @@ export function klPenalty(logprob: tf.Tensor, refLogprob: tf.Tensor, type: KlEst
  * - token-mean: 1 / (masked tokens in the mini-batch);
  * - seq-mean-token-sum: 1 / rows;
  * - seq-mean-token-mean: 1 / (rows x the row's masked tokens);
- * - per-rollout-mean (Agent Lightning v1.0): 1 / (rollouts x the rollout's masked tokens over all its
+ * - seq-mean-token-sum-norm (VERL, Dr. GRPO): 1 / (rows x `lossScaleFactor`), a constant length
+ *   normaliser (the PPO step passes `loss_scale_factor`, else `data.max_response_length` as VERL
+ *   does; called without one, the longest row);
+ * - per_rollout_mean (Agent Lightning v1.0): 1 / (rollouts x the rollout's masked tokens over all its
  *   rows), so each rollout weighs the same however many rows it produced.
  */
 export function aggregationWeights(
   mask: readonly (readonly number[])[],
   mode: LossAggMode,
   rolloutIds?: readonly string[],
+  lossScaleFactor?: number,
 ): number[][] {
   const rowTokens = mask.map((row) => row.reduce((a, b) => a + b, 0));
   const total = rowTokens.reduce((a, b) => a + b, 0);
@@ -77,8 +81,11 @@ export function aggregationWeights(
   if (mode === "token-mean") perRow = rowTokens.map(() => (total > 0 ? 1 / total : 0));
   else if (mode === "seq-mean-token-sum") perRow = rowTokens.map(() => 1 / rows);
   else if (mode === "seq-mean-token-mean") perRow = rowTokens.map((n) => (n > 0 ? 1 / (rows * n) : 0));
-  else {
-    if (!rolloutIds) throw new Error("per-rollout-mean aggregation needs the rows' rollout ids");
+  else if (mode === "seq-mean-token-sum-norm") {
+    const scale = lossScaleFactor ?? Math.max(1, ...mask.map((row) => row.length));
+    perRow = rowTokens.map(() => 1 / (rows * scale));
+  } else {
+    if (!rolloutIds) throw new Error("per_rollout_mean aggregation needs the rows' rollout ids");
     const byRollout = new Map<string, number>();
     for (const [i, id] of rolloutIds.entries()) byRollout.set(id, (byRollout.get(id) ?? 0) + rowTokens[i]!);
     const nRollouts = byRollout.size;
@@ -98,8 +105,11 @@ export function aggLoss(
   mask: number[][],
   mode: LossAggMode,
   rolloutIds?: string[],
+  lossScaleFactor?: number,
 ): tf.Scalar {
-  return tf.tidy(() => weightedSum(values, tf.tensor2d(aggregationWeights(mask, mode, rolloutIds))));
+  return tf.tidy(() =>
+    weightedSum(values, tf.tensor2d(aggregationWeights(mask, mode, rolloutIds, lossScaleFactor))),
+  );
 }
 
 export interface PolicyLossInput {

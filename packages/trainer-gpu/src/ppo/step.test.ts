@@ -110,3 +110,59 @@ describe("ppoUpdate wiring", () => {
     if ("use_kl_in_reward" in extra) expect(metrics["actor/reward_kl_penalty"]).toBeCloseTo(0, 6);
   });
 });
+
+describe("KL penalty in the reward", () => {
+  it("with a reference that differs from the policy: hand-computed penalty and GRPO advantages", () => {
+    const beta = 0.5;
+    const config = parsePPOConfig({
+      algorithm: {
+        adv_estimator: "grpo",
+        use_kl_in_reward: true,
+        kl_penalty: "kl",
+        kl_ctrl: { kl_coef: beta },
+      },
+      actor_rollout_ref: { rollout: { n: 3 }, actor: { ppo_mini_batch_size: 2 } },
+      agentlightning: { trace_aggregator: { level: "transition" } },
+    });
+    const make = (seed: number) =>
+      PolicyModel.create({ vocabSize: 10, dModel: 8, nLayers: 1, nHeads: 2, contextLength: 16, seed });
+    const policy = make(1);
+    const reference = make(2);
+    // Independent of the trainer's packing: the model's own next-token log-probs on each full sequence.
+    const diffs = (seq: number[], promptLength: number) => {
+      const lp = policy.tokenLogProbs([seq]).arraySync()[0]!;
+      const ref = reference.tokenLogProbs([seq]).arraySync()[0]!;
+      return lp.slice(promptLength - 1).map((v, t) => v - ref[promptLength - 1 + t]!);
+    };
+    const short = diffs([1, 2, 3, 4], 2); // rows of a1 (first call), a2, a3
+    const long = diffs([1, 2, 3, 4, 5, 6, 7], 5); // a1's second call
+    const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+    expect(Math.abs(sum(short)) + Math.abs(sum(long))).toBeGreaterThan(1e-3); // the reference really differs
+
+    const optimizer = new AdamW(policy.trainableVariables, {
+      betas: [0.9, 0.999],
+      eps: 1e-8,
+      weightDecay: 0,
+    });
+    const metrics = ppoUpdate(
+      rollouts(),
+      config,
+      { policy, reference, optimizer, valueHead: null, padId: 0 },
+      new SeededRandom(1),
+      10,
+    );
+    expect(metrics["agent_mode/n_sample_to_train"]).toBe(4);
+    expect(metrics["actor/reward_kl_penalty"]).toBeCloseTo((3 * sum(short) + sum(long)) / 8, 5);
+    expect(metrics["actor/reward_kl_penalty_coeff"]).toBe(beta);
+    // Row scores: the rollout's reward at the last token plus -beta x KL on every token, then GRPO over
+    // the 4 rows of sample "a" (unbiased std, epsilon 1e-6).
+    const scores = [1 - beta * sum(short), 1 - beta * sum(long), -beta * sum(short), -beta * sum(short)];
+    const m = scores.reduce((a, b) => a + b, 0) / 4;
+    const sd = Math.sqrt(scores.reduce((a, s) => a + (s - m) ** 2, 0) / 3);
+    const adv = scores.map((s) => (s - m) / (sd + 1e-6));
+    expect(metrics["critic/advantages/max"]).toBeCloseTo(Math.max(...adv), 4);
+    expect(metrics["critic/advantages/min"]).toBeCloseTo(Math.min(...adv), 4);
+    // the penalty changes advantages, not the reported score
+    expect(metrics["critic/score/mean"]).toBeCloseTo(0.5, 6);
+  });
+});

@@ -1,5 +1,5 @@
 import type { PolicyModel } from "../model/policy-model.js";
-import { computeLogprobs, type RowTensors, updateActor } from "./actor.js";
+import { computeLogprobs, type RowTensors, scoringTemperature, updateActor } from "./actor.js";
 import { computeAdvantages, zeroVarianceGroups } from "./advantages.js";
 import { selectRows } from "./batch.js";
 import type { CollectedRollout } from "./collect.js";
@@ -80,12 +80,18 @@ export function ppoUpdate(
     actor.ppo_epochs > 1 || rows.length > miniBatchRows(config) || actor.tis_imp_ratio_cap != null;
   const needRef = models.reference != null && (actor.use_kl_loss || algo.use_kl_in_reward);
   const micro = actor.ppo_micro_batch_size_per_gpu;
+  // Old, reference and current log-probs are all taken at the sampling temperature (see scoringTemperature).
+  const temperature = scoringTemperature(config.actor_rollout_ref.rollout.temperature);
   let t0 = performance.now();
   const old =
-    needOld || algo.use_kl_in_reward ? computeLogprobs(models.policy, rows, micro, models.padId) : null;
+    needOld || algo.use_kl_in_reward
+      ? computeLogprobs(models.policy, rows, micro, models.padId, temperature)
+      : null;
   metrics["timing_s/old_log_prob"] = (performance.now() - t0) / 1000;
   t0 = performance.now();
-  const ref = needRef ? computeLogprobs(models.reference!, rows, micro, models.padId).logprobs : null;
+  const ref = needRef
+    ? computeLogprobs(models.reference!, rows, micro, models.padId, temperature).logprobs
+    : null;
   metrics["timing_s/ref"] = (performance.now() - t0) / 1000;
 
   const mask = rows.map((r) => r.responseMask);
@@ -117,8 +123,10 @@ export function ppoUpdate(
   let tis: number[][] | null = null;
   if (actor.tis_imp_ratio_cap != null && old) {
     if (rows.every((r) => r.rolloutLogprobs)) {
+      // The recorded rollout log-probs are raw (temperature 1, vLLM's default), so the trainer side of
+      // the ratio is too: it measures the trainer/server mismatch on one scale whatever the temperature.
       tis = tisWeights(
-        old.logprobs,
+        old.rawLogprobs,
         rows.map((r) => r.rolloutLogprobs!),
         actor.tis_imp_ratio_cap,
       );
@@ -148,6 +156,8 @@ export function ppoUpdate(
     clipHigh: actor.clip_ratio_high!,
     clipC: actor.clip_ratio_c,
     aggMode: actor.loss_agg_mode,
+    lossScaleFactor: actor.loss_scale_factor ?? config.data.max_response_length,
+    temperature,
     entropyCoeff: actor.entropy_coeff,
     useKlLoss: actor.use_kl_loss && ref != null,
     klLossCoef: actor.kl_loss_coef,

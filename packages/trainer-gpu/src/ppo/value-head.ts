@@ -1,7 +1,7 @@
 import * as tf from "@tensorflow/tfjs-core";
 import { type PackedBatch, packBatch, toPacked } from "./batch.js";
 import { aggregationWeights, valueLoss } from "./loss.js";
-import { AdamW, clipByGlobalNorm } from "./optim.js";
+import { type AdamState, AdamW, clipByGlobalNorm } from "./optim.js";
 import type { TrainRow } from "./triplet-rows.js";
 
 /**
@@ -13,6 +13,12 @@ import type { TrainRow } from "./triplet-rows.js";
 export interface HiddenStates {
   /** Final hidden states `[B, L, d]` for token ids `[B, L]`. */
   hidden(ids: tf.Tensor2D): tf.Tensor3D;
+}
+
+/** Everything a resumed GAE run needs from the critic: its weights and its Adam moments and step. */
+export interface ValueHeadState {
+  weights: Float32Array[];
+  optimizer: AdamState;
 }
 
 export class ValueHead {
@@ -38,6 +44,27 @@ export class ValueHead {
 
   get variables(): tf.Variable[] {
     return [this.w1, this.b1, this.w2, this.b2];
+  }
+
+  getState(): ValueHeadState {
+    return {
+      weights: this.variables.map((v) => Float32Array.from(v.dataSync() as Float32Array)),
+      optimizer: this.optimizer.getState(),
+    };
+  }
+
+  setState(state: ValueHeadState): void {
+    const vars = this.variables;
+    const sizes = vars.map((v) => v.size);
+    if (state.weights.length !== vars.length || state.weights.some((w, i) => w.length !== sizes[i])) {
+      throw new Error(
+        `critic state has weights of sizes [${state.weights.map((w) => w.length)}], the value head [${sizes}] (critic.hidden_size changed?)`,
+      );
+    }
+    tf.tidy(() => {
+      for (const [i, w] of state.weights.entries()) vars[i]!.assign(tf.tensor(w, vars[i]!.shape));
+    });
+    this.optimizer.setState(state.optimizer);
   }
 
   /** Values `[B, L - 1]` at the target positions (the state before each predicted token). */

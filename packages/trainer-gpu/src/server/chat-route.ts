@@ -69,6 +69,7 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
     created,
     promptTokens: promptIds.length,
     includeUsage: body.stream_options?.include_usage === true,
+    timedOut,
     generate: (sink) => {
       const onToken = (i: number, e: TokenEvent) => {
         if (!started[i]) {

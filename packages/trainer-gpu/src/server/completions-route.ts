@@ -54,6 +54,7 @@ export async function completion(r: RouteContext, c: Context): Promise<Response>
     created,
     promptTokens: promptIds.length,
     includeUsage: body.stream_options?.include_usage === true,
+    timedOut,
     generate: (sink) => {
       const onToken = (i: number, e: TokenEvent) => {
         if (first.every((f) => f)) sink.stampVersion();

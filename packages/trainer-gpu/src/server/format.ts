@@ -75,18 +75,38 @@ export interface AssistantMessage {
   tool_calls?: ToolCall[];
 }
 
+/**
+ * `finish_reason` values: "stop" (EOS or a stop string), "length" (max_tokens or the context filled up),
+ * "tool_calls" (chat, the reply parsed as tool calls), and "abort" as vLLM reports it: generation was cut
+ * off (client gone, request deadline, server stopping), so the output is not a complete answer. A
+ * truncated reply must never look like a normal stop to a trainer or an agent.
+ */
+export type ResponseFinishReason = "stop" | "length" | "tool_calls" | "abort";
+
 export function assistantMessage(
   result: GenerateResult,
   parseTools: boolean,
-): { message: AssistantMessage; finishReason: string } {
+): { message: AssistantMessage; finishReason: ResponseFinishReason } {
   const parsed = parseTools ? parseToolCalls(result.text) : { content: result.text, toolCalls: [] };
   const message: AssistantMessage = { role: "assistant", content: parsed.content };
   if (parsed.toolCalls.length > 0) message.tool_calls = parsed.toolCalls;
+  // An aborted generation may hold a complete call followed by more calls it never wrote: still "abort".
   const finishReason =
-    parsed.toolCalls.length > 0 ? "tool_calls" : result.finishReason === "length" ? "length" : "stop";
+    result.finishReason === "abort"
+      ? "abort"
+      : parsed.toolCalls.length > 0
+        ? "tool_calls"
+        : completionFinishReason(result);
   return { message, finishReason };
 }
 
-export function completionFinishReason(result: GenerateResult): string {
-  return result.finishReason === "length" ? "length" : "stop";
+export function completionFinishReason(result: GenerateResult): "stop" | "length" | "abort" {
+  switch (result.finishReason) {
+    case "length":
+      return "length";
+    case "abort":
+      return "abort";
+    case "stop":
+      return "stop";
+  }
 }

@@ -1,1 +1,2 @@
+export { type PreparedExample, prepareExample, type RawSftExample } from "./examples.js";
 export * from "./sft.js";

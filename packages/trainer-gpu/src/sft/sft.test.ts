@@ -1,6 +1,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Writable } from "node:stream";
 import * as tf from "@tensorflow/tfjs";
 import { afterAll, describe, expect, it } from "vitest";
 import { tinySetup, toolTranscript } from "../test-support/tiny.js";
@@ -41,6 +42,32 @@ describe("sft", () => {
     expect(first).toBeGreaterThan(4);
     expect(lastMean).toBeLessThan(0.5);
     expect(result.trainedTokens).toBeGreaterThan(0);
+    model.dispose();
+  });
+
+  it("draws a progress bar with steps, loss and throughput when progress is on (non-TTY stream)", async () => {
+    const { model, template } = await tinySetup(13, 96);
+    const chunks: string[] = [];
+    const stream = Object.assign(
+      new Writable({
+        write(chunk: Buffer, _enc, done) {
+          chunks.push(chunk.toString());
+          done();
+        },
+      }),
+      { isTTY: false },
+    );
+    const run = (progress?: boolean) =>
+      sft(model, greetings, { template, steps: 3, batchSize: 2, progress, progressStream: stream });
+    await run(true);
+    const out = chunks.join("");
+    expect(out).toMatch(/sft \[[^\]]*\] 0\/3 steps \| loss - \| - tok\/s/);
+    const last = out.trim().split("\n").at(-1) ?? "";
+    expect(last).toMatch(/^sft \[[^\]]*\] 3\/3 steps \| loss \d+\.\d{4} \| \d+ tok\/s \| eta /);
+    // Off by default when the stream is not a terminal.
+    chunks.length = 0;
+    await run(undefined);
+    expect(chunks).toEqual([]);
     model.dispose();
   });
 

@@ -5,6 +5,7 @@ import { createRng } from "../generate/sampling.js";
 import type { PolicyModel } from "../model/policy-model.js";
 import type { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { ChatMessage, ToolDefinition } from "../tokenizer/messages.js";
+import { encodeExample, type RawSftExample, summarizeSkips } from "./examples.js";
 
 /** One transcript in OpenAI chat format (the adapter's `TraceToMessages` output has this shape). */
 export interface SftExample {
@@ -29,10 +30,14 @@ export interface SftOptions {
   seed?: number;
   /** Bring your own optimizer (e.g. restored from a checkpoint); `learningRate`/`warmupSteps` are then unused. */
   optimizer?: tf.Optimizer;
-  /** Show a cli-progress bar (default: when stderr is a TTY). */
+  /** Show a cli-progress bar (default: when the progress stream is a TTY). */
   progress?: boolean;
+  /** Where the bar is drawn (default `process.stderr`); on a non-TTY it prints one line per update. */
+  progressStream?: NodeJS.WritableStream & { isTTY?: boolean };
   /** Called after every step. */
   onStep?: (info: { step: number; loss: number; tokens: number }) => void;
+  /** Where the one "skipped N examples" line goes (default `console.warn`); pass `() => {}` to silence. */
+  log?: (line: string) => void;
 }
 
 export interface SftResult {
@@ -43,8 +48,10 @@ export interface SftResult {
   trainedTokens: number;
   /** All tokens processed per second (after cropping each batch to its longest sequence). */
   tokensPerSecond: number;
-  /** Examples dropped because no assistant token fit in the context. */
+  /** How many examples were dropped (see `skippedExamples`). */
   skipped: number;
+  /** Each dropped example (index in the input) and why: unconvertible message, no assistant token in context. */
+  skippedExamples: Array<{ index: number; reason: string }>;
   optimizer: tf.Optimizer;
 }
 
@@ -53,14 +60,14 @@ interface Encoded {
   mask: number[];
 }
 
-/** Read a JSONL file of `{messages, tools}` lines. */
-export async function readSftJsonl(path: string): Promise<SftExample[]> {
+/** Read a JSONL file of `{messages, tools}` lines (validated per example by `sft()`, not here). */
+export async function readSftJsonl(path: string): Promise<RawSftExample[]> {
   const text = await readFile(path, "utf8");
-  const out: SftExample[] = [];
+  const out: RawSftExample[] = [];
   text.split("\n").forEach((line, i) => {
     if (line.trim() === "") return;
     try {
-      out.push(JSON.parse(line) as SftExample);
+      out.push(JSON.parse(line) as RawSftExample);
     } catch (error) {
       throw new Error(`${path}:${i + 1}: not valid JSON (${(error as Error).message})`);
     }
@@ -92,26 +99,40 @@ function clipByGlobalNorm(grads: Record<string, tf.Tensor>, maxNorm: number): Re
 /**
  * Supervised fine-tuning on chat transcripts: only assistant tokens (text, tool calls, closing `<eos>`)
  * contribute to the loss; system, user, tool and template tokens are context. Each batch is cropped to
- * its longest sequence; transcripts longer than the context are truncated.
+ * its longest sequence; transcripts longer than the context are truncated. Adapter-style transcripts
+ * (null ids/content, content parts, string roles) are converted; examples that cannot be used are skipped
+ * and reported (`skippedExamples`, one log line) rather than failing the run.
  */
 export async function sft(
   model: PolicyModel,
-  data: readonly SftExample[] | string,
+  data: readonly (SftExample | RawSftExample)[] | string,
   options: SftOptions,
 ): Promise<SftResult> {
   const examples = typeof data === "string" ? await readSftJsonl(data) : data;
   const ctx = model.config.contextLength;
   const encoded: Encoded[] = [];
-  let skipped = 0;
-  for (const ex of examples) {
-    const e = options.template.encodeChat(ex.messages, ex.tools ?? undefined, { addGenerationPrompt: false });
-    const ids = e.ids.slice(0, ctx);
-    const mask = e.assistantMask.slice(0, ctx);
+  const skippedExamples: SftResult["skippedExamples"] = [];
+  examples.forEach((ex, index) => {
+    const r = encodeExample(options.template, ex, index);
+    if (!r.ok) {
+      skippedExamples.push({ index, reason: r.reason });
+      return;
+    }
+    const ids = r.encoded.ids.slice(0, ctx);
+    const mask = r.encoded.assistantMask.slice(0, ctx);
     if (mask.slice(1).some((m) => m === 1)) encoded.push({ ids, mask });
-    else skipped++;
+    else skippedExamples.push({ index, reason: `no assistant token within the context length (${ctx})` });
+  });
+  if (encoded.length === 0) {
+    const why = skippedExamples.length > 0 ? `: ${summarizeSkips(skippedExamples)}` : "";
+    throw new Error(`sft: none of the ${examples.length} examples is usable${why}`);
   }
-  if (encoded.length === 0)
-    throw new Error("sft: no example has an assistant token within the context length");
+  if (skippedExamples.length > 0) {
+    const log = options.log ?? ((line: string) => console.warn(line));
+    log(
+      `[agl] sft: skipped ${skippedExamples.length} of ${examples.length} examples (${summarizeSkips(skippedExamples)})`,
+    );
+  }
   const batchSize = Math.max(1, Math.min(options.batchSize ?? 16, encoded.length));
   const perEpoch = Math.ceil(encoded.length / batchSize);
   const totalSteps = options.steps ?? perEpoch * (options.epochs ?? 1);
@@ -138,12 +159,16 @@ export async function sft(
     return batch;
   };
 
-  const showBar = options.progress ?? Boolean(process.stderr.isTTY);
+  const stream = options.progressStream ?? process.stderr;
+  const tty = stream.isTTY === true;
+  const showBar = options.progress ?? tty;
   const bar = showBar
     ? new cliProgress.SingleBar(
         {
           format: "sft [{bar}] {value}/{total} steps | loss {loss} | {tps} tok/s | eta {eta_formatted}",
-          stream: process.stderr,
+          stream,
+          // cli-progress draws nothing on a non-TTY unless told to; asked-for progress in CI logs should show.
+          noTTYOutput: !tty,
         },
         cliProgress.Presets.shades_classic,
       )
@@ -187,7 +212,8 @@ export async function sft(
     steps: losses.length,
     trainedTokens,
     tokensPerSecond: processed / ((performance.now() - t0) / 1000),
-    skipped,
+    skipped: skippedExamples.length,
+    skippedExamples,
     optimizer,
   };
 }

@@ -289,4 +289,23 @@ describe("waits", () => {
     expect(res.body).toEqual([]);
     expect(res.headers.get("x-agl-wait-complete")).toBeNull();
   });
+
+  it("a wait that runs to the client's own timeout is not complete; unknown ids do not hold it", async () => {
+    const a = (await h.call("POST", `${API}/rollouts`, { input: "a" })).body;
+    const timedOut = await h.call("POST", `${API}/waits/rollouts`, {
+      rollout_ids: [a.rollout_id],
+      timeout: 0.2,
+    });
+    expect(timedOut.body).toEqual([]);
+    expect(timedOut.headers.get("x-agl-wait-complete")).toBeNull();
+    await h.call("POST", `${API}/rollouts/${a.rollout_id}/attempts/latest`, { status: "succeeded" });
+    const started = Date.now();
+    const done = await h.call("POST", `${API}/waits/rollouts`, {
+      rollout_ids: [a.rollout_id, "ro-unknown"],
+      timeout: 5,
+    });
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(done.body.map((r: any) => r.rollout_id)).toEqual([a.rollout_id]);
+    expect(done.headers.get("x-agl-wait-complete")).toBe("1");
+  });
 });

@@ -1,0 +1,83 @@
+/**
+ * Span writes and reads of InMemoryLightningStore. Functions over the engine, taking `enter` (the
+ * store's closed check + watchdog tick) so that validation happens before the store is touched.
+ */
+import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
+import { z } from "zod";
+import { spanFromReadable } from "../../tracing/otel-span.js";
+import { nowSeconds } from "../../types/ids.js";
+import type { PaginatedResult } from "../../types/misc.js";
+import { type Span, type SpanInput, SpanSchema } from "../../types/span.js";
+import { parseOrThrow } from "../../types/validate.js";
+import { copyData, ReadableSpanInputSchema, StoreIdSchema } from "../inputs.js";
+import { queryItems } from "../query.js";
+import { normalizeSpanQuery } from "../query-schemas.js";
+import { areCanonicalSpans, isCanonicalSpan } from "../span-input.js";
+import type { SpanQuery } from "../store.js";
+import type { MemoryEngine } from "./engine.js";
+
+type Enter = () => MemoryEngine;
+
+const SpanListSchema = z.array(SpanSchema);
+const validSpan = (span: unknown, field: string): Span =>
+  isCanonicalSpan(span) ? { ...span } : parseOrThrow(SpanSchema, span, field);
+
+// Spans are the hot write path (one per LLM call through the proxy): validate once (a complete span
+// skips zod, see span-input.ts), copy once into the store, and return the validated value. That is
+// built fresh from the caller's input, so it may share nested values with that input (the caller's own
+// data) but never with what the store keeps.
+export function addSpan(enter: Enter, span: SpanInput): Span | null {
+  const parsed = validSpan(span, "span");
+  const stored = enter().addSpan(copyData(parsed, "span"), nowSeconds());
+  return stored ? parsed : null;
+}
+
+export function addManySpans(enter: Enter, spans: SpanInput[]): Span[] {
+  const parsed = areCanonicalSpans(spans)
+    ? spans.map((s) => ({ ...s }))
+    : parseOrThrow(SpanListSchema, spans, "spans");
+  const copies = copyData(parsed, "spans");
+  const engine = enter();
+  // Check every target first so that a bad span stores nothing.
+  for (const s of parsed) engine.attempt(s.rollout_id, s.attempt_id);
+  const now = nowSeconds();
+  const stored: Span[] = [];
+  for (let i = 0; i < copies.length; i++) {
+    if (engine.addSpan(copies[i]!, now)) stored.push(parsed[i]!);
+  }
+  return stored;
+}
+
+export function addOtelSpan(
+  enter: Enter,
+  rolloutId: string,
+  attemptId: string,
+  span: ReadableSpan,
+  sequenceId?: number,
+): Span | null {
+  const rid = parseOrThrow(StoreIdSchema, rolloutId, "rollout_id");
+  const aid = parseOrThrow(StoreIdSchema, attemptId, "attempt_id");
+  const readable = parseOrThrow(ReadableSpanInputSchema, span, "span");
+  const seq = parseOrThrow(z.number().int().min(1).optional(), sequenceId, "sequence_id");
+  const engine = enter();
+  engine.attempt(rid, aid);
+  const converted = spanFromReadable(readable, {
+    rolloutId: rid,
+    attemptId: aid,
+    sequenceId: seq ?? engine.nextSequence(rid),
+  });
+  const stored = engine.addSpan(copyData(converted, "span"), nowSeconds());
+  return stored ? copyData(stored) : null;
+}
+
+export function querySpans(enter: Enter, rolloutId: string, query: SpanQuery): PaginatedResult<Span> {
+  const rid = parseOrThrow(StoreIdSchema, rolloutId, "rollout_id");
+  const { filter, page, attemptId } = normalizeSpanQuery(query);
+  const engine = enter();
+  const aid = attemptId === "latest" ? (engine.latestAttempt(rid)?.attempt_id ?? null) : attemptId;
+  if (attemptId === "latest" && aid === null)
+    return { items: [], limit: page.limit, offset: page.offset, total: 0 };
+  const must = aid === null ? [] : [{ field: "attempt_id" as const, op: "exact" as const, value: aid }];
+  const result = queryItems(engine.spans.get(rid) ?? [], { ...filter, must }, page);
+  return { ...result, items: result.items.map((s) => copyData(s)) };
+}

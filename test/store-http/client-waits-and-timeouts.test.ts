@@ -1,0 +1,130 @@
+/**
+ * LightningStoreClient against a real store server: the waitForRollouts long-poll over several
+ * server-capped rounds, and no duplicate enqueue when the server's per-request timeout answers 504
+ * while the store call still commits.
+ */
+import { LightningStoreClient } from "@agl/client";
+import { type EnqueueRolloutRequest, InMemoryLightningStore, type Rollout } from "@agl/core";
+import type { StoreServer, StoreServerLogger } from "@agl/store";
+import { afterEach, describe, expect, it } from "vitest";
+import { serve } from "./support.js";
+
+const cleanups: Array<() => Promise<void>> = [];
+const timers: NodeJS.Timeout[] = [];
+/** setTimeout that the test's cleanup cancels, so nothing touches a closed store. */
+const later = (ms: number, fn: () => unknown) => timers.push(setTimeout(fn, ms));
+afterEach(async () => {
+  for (const t of timers.splice(0)) clearTimeout(t);
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+/** Counts requests per path through the server's request log. */
+function countingLogger(): { logger: StoreServerLogger; count: (path: string) => number } {
+  const paths: string[] = [];
+  return {
+    logger: {
+      info: (msg, fields) => {
+        if (msg === "request") paths.push(String(fields?.path));
+      },
+      warn() {},
+      error() {},
+    },
+    count: (path) => paths.filter((p) => p === path).length,
+  };
+}
+
+async function setup(options: Parameters<typeof serve>[1], store = new InMemoryLightningStore()) {
+  const { logger, count } = countingLogger();
+  const server: StoreServer = await serve(store, { ...options, logger });
+  const client = new LightningStoreClient({ url: server.url, retryDelaysMs: [20, 20, 20] });
+  cleanups.push(async () => {
+    await client.close();
+    await server.close();
+    await store.close();
+  });
+  return { store, client, count };
+}
+
+async function finish(store: InMemoryLightningStore, rollout: Rollout): Promise<void> {
+  const claimed = await store.startAttempt(rollout.rollout_id);
+  await store.updateAttempt(rollout.rollout_id, claimed.attempt.attempt_id, { status: "succeeded" });
+}
+
+describe("waitForRollouts long-polls across server caps", () => {
+  it("loops over several capped rounds and returns as soon as the rollouts finish", async () => {
+    // The server caps each wait at 0.2 s; the client asks for 10 s chunks.
+    const { store, client, count } = await setup({ maxWaitSeconds: 0.2 });
+    const a = await store.enqueueRollout({ input: 1 });
+    const b = await store.enqueueRollout({ input: 2 });
+    let finishedAt = 0;
+    later(900, async () => {
+      await finish(store, a);
+      await finish(store, b);
+      finishedAt = performance.now();
+    });
+    const done = await client.waitForRollouts([a.rollout_id, b.rollout_id], { timeoutSeconds: 30 });
+    const returnedAt = performance.now();
+    expect(done.map((r) => r.rollout_id).sort()).toEqual([a.rollout_id, b.rollout_id].sort());
+    expect(done.every((r) => r.status === "succeeded")).toBe(true);
+    expect(finishedAt).toBeGreaterThan(0);
+    // Woken by completion inside the running round, not at the next cap or the 30 s deadline.
+    expect(returnedAt - finishedAt).toBeLessThan(250);
+    expect(count("/v1/agl/waits/rollouts")).toBeGreaterThanOrEqual(4);
+  });
+
+  it("client chunks shorter than the server cap also loop, and keep what finished in earlier rounds", async () => {
+    const { store, client, count } = await setup({ maxWaitSeconds: 20 });
+    const url = client.url;
+    const chunked = new LightningStoreClient({ url, waitChunkSeconds: 0.15 });
+    cleanups.push(() => chunked.close());
+    const a = await store.enqueueRollout({ input: 1 });
+    const b = await store.enqueueRollout({ input: 2 });
+    later(200, () => finish(store, a));
+    later(700, () => finish(store, b));
+    const done = await chunked.waitForRollouts([a.rollout_id, b.rollout_id]);
+    expect(done.map((r) => r.rollout_id).sort()).toEqual([a.rollout_id, b.rollout_id].sort());
+    expect(count("/v1/agl/waits/rollouts")).toBeGreaterThanOrEqual(4);
+  });
+
+  it("honours the overall timeout across rounds and returns what finished", async () => {
+    const { store, client, count } = await setup({ maxWaitSeconds: 0.2 });
+    const a = await store.enqueueRollout({ input: 1 });
+    const never = await store.enqueueRollout({ input: 2 });
+    later(300, () => finish(store, a));
+    const started = performance.now();
+    const done = await client.waitForRollouts([a.rollout_id, never.rollout_id], { timeoutSeconds: 1 });
+    const elapsed = performance.now() - started;
+    expect(done.map((r) => r.rollout_id)).toEqual([a.rollout_id]);
+    expect(elapsed).toBeGreaterThanOrEqual(950);
+    expect(elapsed).toBeLessThan(1_600);
+    expect(count("/v1/agl/waits/rollouts")).toBeGreaterThanOrEqual(4);
+  });
+});
+
+describe("a 504 from the server's request timeout is not resent for creates", () => {
+  it("an enqueue that times out on the server but commits is stored once", async () => {
+    const inner = new InMemoryLightningStore();
+    // The store call outlives the server's 150 ms request timeout, then commits.
+    const slow = new Proxy(inner, {
+      get(target, key, receiver) {
+        if (key === "enqueueManyRollouts") {
+          return async (requests: EnqueueRolloutRequest[]) => {
+            await new Promise((resolve) => setTimeout(resolve, 300));
+            return target.enqueueManyRollouts(requests);
+          };
+        }
+        const value = Reflect.get(target, key, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const { client, count } = await setup({ requestTimeoutMs: 150 }, slow);
+    const error = await client.enqueueRollout({ input: "once" }).catch((e) => e);
+    expect(error.status).toBe(504);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const stored = await inner.queryRollouts();
+    expect(stored.items.map((r) => r.input)).toEqual(["once"]);
+    expect(count("/v1/agl/queues/rollouts/enqueue")).toBe(1);
+    // Reads and patches are still retried on the same 504.
+    expect(await client.getRolloutById(stored.items[0]!.rollout_id)).toMatchObject({ input: "once" });
+  });
+});
