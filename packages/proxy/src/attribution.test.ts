@@ -9,18 +9,8 @@ import {
   sseEvents,
   startHarness,
   type TapExchange,
+  calculatorTools as tools,
 } from "./test-support/harness.js";
-
-const tools = [
-  {
-    type: "function" as const,
-    function: {
-      name: "calculator",
-      description: "eval",
-      parameters: { type: "object", properties: { expr: { type: "string" } } },
-    },
-  },
-];
 
 /** The default mock echo, plus a tool call per choice when tools are offered. */
 const respond = (req: MockRequestInfo, i: number): MockReply => {

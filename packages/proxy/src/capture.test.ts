@@ -1,17 +1,12 @@
 import { mockEncode } from "@agl/core/mock-llm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { comparable, type Harness, sseEvents, startHarness } from "./test-support/harness.js";
-
-const tools = [
-  {
-    type: "function" as const,
-    function: {
-      name: "calculator",
-      description: "eval",
-      parameters: { type: "object", properties: { expr: { type: "string" } } },
-    },
-  },
-];
+import {
+  comparable,
+  type Harness,
+  sseEvents,
+  startHarness,
+  calculatorTools as tools,
+} from "./test-support/harness.js";
 
 describe("capture through the proxy (real openai SDK, vLLM-like upstream)", () => {
   let h: Harness;

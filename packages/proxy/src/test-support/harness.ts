@@ -6,6 +6,18 @@ import OpenAI from "openai";
 import type { LLMProxyOptions } from "../options.js";
 import { LLMProxy } from "../proxy.js";
 
+/** The one tool the capture tests offer the model. */
+export const calculatorTools = [
+  {
+    type: "function" as const,
+    function: {
+      name: "calculator",
+      description: "eval",
+      parameters: { type: "object", properties: { expr: { type: "string" } } },
+    },
+  },
+];
+
 export interface TapExchange {
   path: string;
   requestBody: string;
