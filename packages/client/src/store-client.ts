@@ -9,6 +9,7 @@
  * resent: the store drops a (rollout, attempt, span_id) it already has.
  */
 import {
+  AbortedError,
   type Attempt,
   type AttemptedRollout,
   AttemptedRolloutSchema,
@@ -35,6 +36,7 @@ import {
   StoreClosedError,
   type StoreStatistics,
   spanFromReadable,
+  type WaitForRolloutsOptions,
   type Worker,
   type WorkerQuery,
   WorkerSchema,
@@ -201,12 +203,13 @@ export class LightningStoreClient implements LightningStore {
 
   /**
    * Long-poll: each request asks the server to wait up to `waitChunkSeconds` (the server may cap it
-   * lower), until every id is terminal or the deadline passes. timeout null = no deadline.
+   * lower), until every id is terminal or the deadline passes. timeout null = no deadline. Aborting
+   * `signal` drops the request in flight (the server then releases its wait) and rejects with
+   * AbortedError.
    */
-  async waitForRollouts(
-    rolloutIds: string[],
-    options: { timeoutSeconds?: number | null } = {},
-  ): Promise<Rollout[]> {
+  async waitForRollouts(rolloutIds: string[], options: WaitForRolloutsOptions = {}): Promise<Rollout[]> {
+    const { signal } = options;
+    AbortedError.throwIfAborted(signal, "waitForRollouts");
     const timeout = options.timeoutSeconds === undefined ? null : options.timeoutSeconds;
     const done = new Map<string, Rollout>();
     const remaining = () => [...new Set(rolloutIds)].filter((id) => !done.has(id));
@@ -227,6 +230,7 @@ export class LightningStoreClient implements LightningStore {
         {
           json: { rollout_ids: ids, timeout: chunk },
           timeoutMs: chunk * 1000 + 30_000,
+          signal,
           onResponse: (res) => {
             complete = res.header(WAIT_COMPLETE_HEADER) === "1";
           },

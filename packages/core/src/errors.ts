@@ -102,6 +102,63 @@ export class StoreClosedError extends AglError {
   }
 }
 
+const EVICTED = marker("SpansEvictedError");
+
+/**
+ * The spans asked for were dropped by the in-memory store's span eviction (the reference raises
+ * RuntimeError). HTTP 410. `attemptId` is null when the query covered every attempt.
+ */
+export class SpansEvictedError extends AglError {
+  protected readonly [EVICTED] = true;
+  readonly rolloutId: string;
+  readonly attemptId: string | null;
+
+  constructor(rolloutId: string, attemptId: string | null) {
+    super(
+      attemptId === null
+        ? `Spans of rollout ${rolloutId} were evicted`
+        : `Spans of attempt ${attemptId} of rollout ${rolloutId} were evicted`,
+    );
+    this.name = "SpansEvictedError";
+    this.rolloutId = rolloutId;
+    this.attemptId = attemptId;
+  }
+
+  static override isInstance(error: unknown): error is SpansEvictedError {
+    return typeof error === "object" && error !== null && (error as any)[EVICTED] === true;
+  }
+}
+
+const ABORTED = marker("AbortedError");
+
+/**
+ * A call was cancelled through its AbortSignal. `name` is "AbortError", the web-platform convention,
+ * so code that checks `error.name === "AbortError"` (as for fetch) treats it like any other abort;
+ * the signal's reason is kept as `cause`.
+ */
+export class AbortedError extends AglError {
+  protected readonly [ABORTED] = true;
+
+  constructor(message = "The operation was aborted", options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "AbortError";
+  }
+
+  static override isInstance(error: unknown): error is AbortedError {
+    return typeof error === "object" && error !== null && (error as any)[ABORTED] === true;
+  }
+
+  /** The error for `what` cancelled through `signal` (its reason becomes the cause). */
+  static fromSignal(signal: AbortSignal, what: string): AbortedError {
+    return new AbortedError(`${what} aborted`, { cause: signal.reason });
+  }
+
+  /** Throw an AbortedError for `what` if `signal` is already aborted. */
+  static throwIfAborted(signal: AbortSignal | null | undefined, what: string): void {
+    if (signal?.aborted) throw AbortedError.fromSignal(signal, what);
+  }
+}
+
 function capitalize(s: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1);
 }

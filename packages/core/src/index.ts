@@ -17,6 +17,7 @@ export { isLightningStore, parseOptions } from "./options.js";
 export * from "./runner/runner.js";
 export * from "./runner/system-snapshot.js";
 export * from "./store/inputs.js";
+export { type SpanEvictionOptions, SpanEvictionOptionsSchema } from "./store/memory/eviction.js";
 export * from "./store/memory-store.js";
 export * from "./store/query.js";
 export * from "./store/query-schemas.js";

@@ -15,6 +15,7 @@
  * throughput. ky stays for the legacy and http-agent clients, where it is not on a hot path.
  */
 import { STATUS_CODES } from "node:http";
+import { AbortedError } from "@agl/core";
 import { HTTPError, TimeoutError } from "ky";
 import { Agent, errors as undiciErrors, request as undiciRequest } from "undici";
 import { describeErrorBody, errorFromResponse, HttpNetworkError, type ServerErrorInfo } from "./errors.js";
@@ -54,6 +55,11 @@ export interface RequestOptions {
   timeoutMs?: number;
   /** Sees the successful response (e.g. to read headers) before its body is parsed. */
   onResponse?: (response: ResponseInfo) => void;
+  /**
+   * Cancels the request (in flight, its connection is dropped, which ends the server's work on it)
+   * and any retry: the call rejects with AbortedError.
+   */
+  signal?: AbortSignal;
 }
 
 interface RawResponse extends ResponseInfo {
@@ -67,6 +73,7 @@ type Send = (
   body: string | undefined,
   headers: Record<string, string>,
   timeoutMs: number,
+  signal?: AbortSignal,
 ) => Promise<RawResponse>;
 
 /** No answer within the timeout (retried like a network error). */
@@ -84,8 +91,22 @@ const NOT_PROCESSED_STATUS = [408, 503];
 const CONNECT_ERROR_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT"]);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Like sleep, but ends early (without error; the caller checks the signal) when `signal` aborts. */
+function abortableSleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return sleep(ms).then(() => {});
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
 function undiciSend(agent: Agent): Send {
-  return async (method, url, body, headers, timeoutMs) => {
+  return async (method, url, body, headers, timeoutMs, signal) => {
     try {
       const res = await undiciRequest(url, {
         method,
@@ -94,6 +115,7 @@ function undiciSend(agent: Agent): Send {
         dispatcher: agent,
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
+        ...(signal ? { signal } : {}),
       });
       const text = await res.body.text();
       const resHeaders = res.headers;
@@ -118,14 +140,17 @@ function undiciSend(agent: Agent): Send {
 }
 
 function fetchSend(fetchImpl: typeof fetch): Send {
-  return async (method, url, body, headers, timeoutMs) => {
-    const signal = AbortSignal.timeout(timeoutMs);
+  return async (method, url, body, headers, timeoutMs, callerSignal) => {
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = callerSignal ? AbortSignal.any([timeout, callerSignal]) : timeout;
     try {
       const res = await fetchImpl(url, { method, headers, body, signal });
       const text = await res.text();
       return { status: res.status, text, header: (name) => res.headers.get(name) };
     } catch (error) {
-      if (signal.aborted) throw new RequestTimeoutError("request timed out", { cause: error });
+      // The caller's abort is reported by request(); only a timeout becomes RequestTimeoutError.
+      if (timeout.aborted && !callerSignal?.aborted)
+        throw new RequestTimeoutError("request timed out", { cause: error });
       throw error;
     }
   };
@@ -193,13 +218,16 @@ export class StoreTransport {
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const maxRetries = options.retry === false ? 0 : this.retryDelays.length;
     const idempotent = options.idempotent !== false;
+    const signal = options.signal;
     for (let attempt = 0; ; attempt++) {
+      AbortedError.throwIfAborted(signal, `${verb} ${path}`);
       let res: RawResponse | undefined;
       let failure: Error;
       let notProcessed: boolean;
       try {
-        res = await this.send(verb, url, body, headers, timeoutMs);
+        res = await this.send(verb, url, body, headers, timeoutMs, signal);
       } catch (error) {
+        AbortedError.throwIfAborted(signal, `${verb} ${path}`);
         failure = networkError(error, verb, url);
         notProcessed = isConnectError(error);
       }
@@ -216,7 +244,7 @@ export class StoreTransport {
       if (!idempotent && !notProcessed!) throw failure!;
       // Retry only while the server answers its health probe: a dead server fails fast.
       if (attempt >= maxRetries || this.closed || !(await this.isHealthy())) throw failure!;
-      await sleep(this.retryDelays[attempt] ?? 0);
+      await abortableSleep(this.retryDelays[attempt] ?? 0, signal);
     }
   }
 

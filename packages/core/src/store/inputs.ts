@@ -16,10 +16,21 @@ export const WorkerOptionSchema = z.object({ workerId: OptionalWorkerId }).stric
 export const DequeueManyOptionsSchema = z
   .object({ limit: z.number().int(), workerId: OptionalWorkerId })
   .strict();
+/** Duck-typed so that signals from another realm or polyfill pass; kept by reference, never copied. */
+export const AbortSignalSchema = z.custom<AbortSignal>(
+  (v) =>
+    typeof v === "object" &&
+    v !== null &&
+    typeof (v as AbortSignal).aborted === "boolean" &&
+    typeof (v as AbortSignal).addEventListener === "function" &&
+    typeof (v as AbortSignal).removeEventListener === "function",
+  "must be an AbortSignal",
+);
 export const WaitForRolloutsSchema = z.object({
   rolloutIds: z.array(z.string()),
   /** Seconds; <= 0 checks once, null/absent waits forever. */
   timeoutSeconds: z.number().nullish(),
+  signal: AbortSignalSchema.optional(),
 });
 export const SequencePairsSchema = z.array(z.tuple([z.string(), z.string()]));
 export const WorkerUpdateSchema = z

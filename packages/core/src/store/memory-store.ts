@@ -9,7 +9,7 @@
  */
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { z } from "zod";
-import { StoreClosedError } from "../errors.js";
+import { AbortedError, StoreClosedError } from "../errors.js";
 import { nowSeconds } from "../types/ids.js";
 import type { PaginatedResult, Worker } from "../types/misc.js";
 import { type NamedResources, NamedResourcesSchema, type ResourcesUpdate } from "../types/resources.js";
@@ -38,6 +38,7 @@ import {
   WorkerUpdateSchema,
 } from "./inputs.js";
 import { type MemoryEngine as Engine, MemoryEngine, type NewRollout } from "./memory/engine.js";
+import { SpanEviction, SpanEvictionOptionsSchema } from "./memory/eviction.js";
 import { addManySpans, addOtelSpan, addSpan, querySpans } from "./memory/spans.js";
 import { queryItems } from "./query.js";
 import {
@@ -56,6 +57,7 @@ import type {
   StartRolloutRequest,
   StoreCapabilities,
   StoreStatistics,
+  WaitForRolloutsOptions,
   WorkerQuery,
 } from "./store.js";
 
@@ -66,6 +68,8 @@ export const InMemoryLightningStoreOptionsSchema = z
      * unresponsiveness are only detected at the start of store calls, like the reference.
      */
     watchdog: z.boolean().optional(),
+    /** Opt-in: drop the spans of the oldest terminal rollouts above a limit (memory/eviction.ts). */
+    spanEviction: SpanEvictionOptionsSchema.optional(),
   })
   .strict();
 export type InMemoryLightningStoreOptions = z.input<typeof InMemoryLightningStoreOptionsSchema>;
@@ -83,7 +87,8 @@ export class InMemoryLightningStore implements LightningStore {
 
   constructor(options: InMemoryLightningStoreOptions = {}) {
     const opts = parseOrThrow(InMemoryLightningStoreOptionsSchema, options, "options");
-    this.engine = new MemoryEngine(nowSeconds, opts.watchdog ?? true);
+    const eviction = opts.spanEviction ? new SpanEviction(opts.spanEviction) : null;
+    this.engine = new MemoryEngine(nowSeconds, opts.watchdog ?? true, eviction);
   }
 
   /** Every public call starts here: refuse after close, then apply due watchdog verdicts. */
@@ -121,6 +126,7 @@ export class InMemoryLightningStore implements LightningStore {
       queue_length: engine.queue.length,
       pending_waiters: engine.waiters.count,
       watchdog_deadlines: engine.pendingDeadlines,
+      ...engine.eviction?.statistics(),
     };
   }
 
@@ -225,20 +231,20 @@ export class InMemoryLightningStore implements LightningStore {
     return copyData(rollout);
   }
 
-  async waitForRollouts(
-    rolloutIds: string[],
-    options: { timeoutSeconds?: number | null } = {},
-  ): Promise<Rollout[]> {
-    const { rolloutIds: ids, timeoutSeconds } = parseOrThrow(
-      WaitForRolloutsSchema,
-      { rolloutIds, ...options },
-      "",
-    );
+  async waitForRollouts(rolloutIds: string[], options: WaitForRolloutsOptions = {}): Promise<Rollout[]> {
+    const {
+      rolloutIds: ids,
+      timeoutSeconds,
+      signal,
+    } = parseOrThrow(WaitForRolloutsSchema, { rolloutIds, ...options }, "");
+    // Before anything is read, like fetch: an aborted caller gets no partial answer.
+    AbortedError.throwIfAborted(signal, "waitForRollouts");
     const engine = this.enter();
     const unique = [...new Set(ids)];
     const pending = engine.unfinished(unique);
     const timeout = timeoutSeconds ?? null;
-    if (pending.length > 0 && (timeout === null || timeout > 0)) await engine.waiters.wait(pending, timeout);
+    if (pending.length > 0 && (timeout === null || timeout > 0))
+      await engine.waiters.wait(pending, timeout, signal);
     if (this.closed) throw new StoreClosedError();
     return engine.finished(unique).map((r) => copyData(r));
   }

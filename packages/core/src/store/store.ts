@@ -59,6 +59,13 @@ export interface WorkerQuery extends PageOptions<keyof Worker & string> {
   filterLogic?: FilterLogic;
 }
 
+export interface WaitForRolloutsOptions {
+  /** Seconds; <= 0 checks once, null/absent waits forever. */
+  timeoutSeconds?: number | null;
+  /** Cancels the wait: the call rejects with AbortedError and leaves no timer or listener behind. */
+  signal?: AbortSignal;
+}
+
 export interface StartRolloutRequest extends EnqueueRolloutRequest {
   worker_id?: string | null;
 }
@@ -105,8 +112,12 @@ export interface LightningStore {
   queryRollouts(query?: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>>;
   getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null>;
   updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout>;
-  /** Resolve with the rollouts (of those given) that are terminal by the deadline; timeout in seconds, null = forever. */
-  waitForRollouts(rolloutIds: string[], options?: { timeoutSeconds?: number | null }): Promise<Rollout[]>;
+  /**
+   * Resolve with the rollouts (of those given) that are terminal by the deadline; timeout in seconds,
+   * null = forever. Aborting `signal` rejects the wait promptly with AbortedError (an already-aborted
+   * signal rejects before anything is read) and releases its timers and listeners.
+   */
+  waitForRollouts(rolloutIds: string[], options?: WaitForRolloutsOptions): Promise<Rollout[]>;
 
   // --- attempts
   queryAttempts(rolloutId: string, query?: AttemptQuery): Promise<PaginatedResult<Attempt>>;

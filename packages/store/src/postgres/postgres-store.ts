@@ -191,6 +191,7 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
       uptime: nowSeconds() - this.startedAt,
       queue_length: Number(n.queued),
       watchdog_verdicts: this.verdicts,
+      pending_waiters: this.waiting,
       watchdog_deadlines: Number(n.deadlines),
       schema: this.schema,
       pool_total: this.pool.totalCount,

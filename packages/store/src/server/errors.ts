@@ -3,6 +3,7 @@ import {
   IllegalTransitionError,
   InvalidArgumentError,
   NotFoundError,
+  SpansEvictedError,
   StoreClosedError,
 } from "@agl/core";
 import type { Context } from "hono";
@@ -99,6 +100,10 @@ export function errorResponse(error: unknown): {
       },
       internal: false,
     };
+  }
+  if (SpansEvictedError.isInstance(error)) {
+    // Gone for good (a memory store's span eviction): not a server fault, and not worth retrying.
+    return { status: 410, body: { detail: error.message, error_type: "SpansEvictedError" }, internal: false };
   }
   if (StoreClosedError.isInstance(error)) {
     return { status: 503, body: { detail: error.message, error_type: "StoreClosedError" }, internal: false };

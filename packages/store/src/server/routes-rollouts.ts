@@ -132,14 +132,24 @@ async function boundedWait(
   if (signals.some((s) => s.aborted)) {
     return { rollouts: await store.waitForRollouts(ids, { timeoutSeconds: 0 }), complete: false };
   }
+  // The store wait gets the abort too, so a disconnected client's waiter is released at once rather
+  // than at its timeout; the race still ends the request for a store that ignores the signal.
+  const controller = new AbortController();
   let onAbort: (() => void) | undefined;
   const aborted = new Promise<"aborted">((resolve) => {
-    onAbort = () => resolve("aborted");
+    onAbort = () => {
+      // Settle the race first, so it never sees the store's AbortedError that abort() triggers.
+      resolve("aborted");
+      controller.abort();
+    };
     for (const s of signals) s.addEventListener("abort", onAbort, { once: true });
   });
   const started = performance.now();
   try {
-    const result = await Promise.race([store.waitForRollouts(ids, { timeoutSeconds: seconds }), aborted]);
+    const waiting = store.waitForRollouts(ids, { timeoutSeconds: seconds, signal: controller.signal });
+    // Its AbortedError is expected once the race is lost; nobody else awaits it.
+    waiting.catch(() => {});
+    const result = await Promise.race([waiting, aborted]);
     if (result === "aborted") {
       return { rollouts: await store.waitForRollouts(ids, { timeoutSeconds: 0 }), complete: false };
     }

@@ -5,6 +5,7 @@
  * supply the state-changing calls, each in its own kind of transaction.
  */
 import {
+  AbortedError,
   type Attempt,
   type AttemptedRollout,
   type AttemptQuery,
@@ -24,6 +25,7 @@ import {
   SpanSchema,
   type StoreCapabilities,
   StoreClosedError,
+  type WaitForRolloutsOptions,
   type Worker,
   type WorkerQuery,
 } from "@agl/core";
@@ -92,6 +94,8 @@ export abstract class DurableStoreBase {
   protected closed = false;
   /** Attempts this instance's watchdog timed out or marked unresponsive (exactly-once checks sum these). */
   protected verdicts = 0;
+  /** waitForRollouts calls of this instance now waiting (`pending_waiters` in statistics). */
+  protected waiting = 0;
   protected abstract readonly queries: DurableReads;
   private readonly pollMs: number;
 
@@ -166,11 +170,14 @@ export abstract class DurableStoreBase {
     return this.queries.rolloutById(rid);
   }
 
-  async waitForRollouts(
-    rolloutIds: string[],
-    options: { timeoutSeconds?: number | null } = {},
-  ): Promise<Rollout[]> {
-    const { rolloutIds: ids, timeoutSeconds } = parseOrThrow(WaitSchema, { rolloutIds, ...options }, "");
+  async waitForRollouts(rolloutIds: string[], options: WaitForRolloutsOptions = {}): Promise<Rollout[]> {
+    const {
+      rolloutIds: ids,
+      timeoutSeconds,
+      signal,
+    } = parseOrThrow(WaitSchema, { rolloutIds, ...options }, "");
+    // Before anything is read, like fetch: an aborted caller gets no partial answer.
+    AbortedError.throwIfAborted(signal, "waitForRollouts");
     await this.enter();
     const unique = [...new Set(ids)];
     const done = await this.queries.terminalRollouts(unique);
@@ -179,17 +186,23 @@ export abstract class DurableStoreBase {
     const timeout = timeoutSeconds === undefined ? null : timeoutSeconds;
     let final = done;
     if (pending.length > 0 && (timeout === null || timeout > 0)) {
-      await waitForTerminal(
-        this.hub,
-        pending,
-        timeout,
-        this.pollMs,
-        async (left) => {
-          await this.enter();
-          return new Set((await this.queries.terminalRollouts(left)).keys());
-        },
-        () => this.closed,
-      );
+      this.waiting++;
+      try {
+        await waitForTerminal(
+          this.hub,
+          pending,
+          timeout,
+          this.pollMs,
+          async (left) => {
+            await this.enter();
+            return new Set((await this.queries.terminalRollouts(left)).keys());
+          },
+          () => this.closed,
+          signal,
+        );
+      } finally {
+        this.waiting--;
+      }
       if (this.closed) throw new StoreClosedError();
       final = await this.queries.terminalRollouts(unique);
     }

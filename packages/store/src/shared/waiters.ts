@@ -3,6 +3,7 @@
  * its rollouts (in-process notifications, shared by every store instance on the same database) or,
  * for changes made by other processes, every `pollMs` at most. No high-frequency polling.
  */
+import { AbortedError } from "@agl/core";
 
 type Listener = () => void;
 
@@ -61,7 +62,8 @@ export function releaseHub(key: string): void {
 
 /**
  * Wait until every id in `pending` is reported terminal by `check` or the timeout (seconds; null =
- * forever) passes. `check` returns the ids (of those asked) that are terminal now.
+ * forever) passes. `check` returns the ids (of those asked) that are terminal now. Aborting `signal`
+ * wakes the wait, which then rejects with AbortedError (at the latest once an in-flight `check` ends).
  */
 export async function waitForTerminal(
   hub: CompletionHub,
@@ -70,20 +72,25 @@ export async function waitForTerminal(
   pollMs: number,
   check: (ids: string[]) => Promise<Set<string>>,
   isClosed: () => boolean,
+  signal?: AbortSignal,
 ): Promise<void> {
   const left = new Set(pending);
   const deadline = timeoutSeconds === null ? Number.POSITIVE_INFINITY : Date.now() + timeoutSeconds * 1000;
   let wake: (() => void) | null = null;
   let signalled = false;
-  const unsubscribe = hub.subscribe(left, () => {
+  const onEvent = () => {
     signalled = true;
     wake?.();
-  });
+  };
+  const unsubscribe = hub.subscribe(left, onEvent);
+  signal?.addEventListener("abort", onEvent, { once: true });
   try {
     for (;;) {
       signalled = false;
+      AbortedError.throwIfAborted(signal, "waitForRollouts");
       if (isClosed()) return;
       for (const id of await check([...left])) left.delete(id);
+      AbortedError.throwIfAborted(signal, "waitForRollouts");
       if (left.size === 0 || isClosed()) return;
       const remaining = deadline - Date.now();
       if (remaining <= 0) return;
@@ -99,5 +106,6 @@ export async function waitForTerminal(
     }
   } finally {
     unsubscribe();
+    signal?.removeEventListener("abort", onEvent);
   }
 }

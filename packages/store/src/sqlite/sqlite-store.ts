@@ -136,6 +136,7 @@ export class SqliteLightningStore extends DurableStoreBase implements LightningS
       uptime: nowSeconds() - this.startedAt,
       queue_length: count("rollouts WHERE queue_seq IS NOT NULL"),
       watchdog_verdicts: this.verdicts,
+      pending_waiters: this.waiting,
       watchdog_deadlines: count("rollouts WHERE deadline IS NOT NULL"),
       path: this.path,
     };

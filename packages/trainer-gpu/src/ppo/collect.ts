@@ -1,5 +1,13 @@
 import { finalReward } from "@agl/adapter";
-import type { Adapter, LightningStore, Rollout, RolloutMode, Span, Triplet } from "@agl/core";
+import {
+  AbortedError,
+  type Adapter,
+  type LightningStore,
+  type Rollout,
+  type RolloutMode,
+  type Span,
+  type Triplet,
+} from "@agl/core";
 import type { RolloutTriplets } from "./triplet-rows.js";
 
 /**
@@ -50,24 +58,6 @@ export class CollectAbortedError extends Error {
   }
 }
 
-function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(new CollectAbortedError());
-  return new Promise((resolve, reject) => {
-    const onAbort = () => reject(new CollectAbortedError());
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
-    );
-  });
-}
-
 /** Run the rollouts and return them ordered by (sample, repeat), whatever order they finished in. */
 export async function collectRollouts<T>(o: CollectOptions<T>): Promise<CollectedRollout[]> {
   const requests = o.samples.flatMap((s) =>
@@ -90,10 +80,13 @@ export async function collectRollouts<T>(o: CollectOptions<T>): Promise<Collecte
   const finished = new Map<string, Rollout>();
   try {
     while (pending.size > 0) {
-      const done = await abortable(
-        o.store.waitForRollouts([...pending], { timeoutSeconds: o.pollSeconds }),
-        o.signal,
-      );
+      // The store's own cancellation: an abort releases the wait at once instead of leaving it to
+      // run out its poll interval in the background.
+      const done = await o.store
+        .waitForRollouts([...pending], { timeoutSeconds: o.pollSeconds, signal: o.signal })
+        .catch((error: unknown) => {
+          throw AbortedError.isInstance(error) ? new CollectAbortedError() : error;
+        });
       for (const r of done) {
         pending.delete(r.rollout_id);
         finished.set(r.rollout_id, r);

@@ -31,6 +31,7 @@ import {
   workerStatusForAttempt,
 } from "../state-machine.js";
 import { DeadlineScheduler } from "./deadlines.js";
+import type { SpanEviction } from "./eviction.js";
 import { RolloutQueue } from "./fifo.js";
 import { CompletionWaiters } from "./waiters.js";
 
@@ -63,6 +64,8 @@ export class MemoryEngine {
   constructor(
     private readonly now: () => number,
     activeWatchdog: boolean,
+    /** Opt-in span eviction (memory/eviction.ts); null keeps every span. */
+    readonly eviction: SpanEviction | null = null,
   ) {
     this.deadlines = new DeadlineScheduler((ids, at) => this.expire(ids, at), activeWatchdog, now);
     // While someone awaits a rollout, a pending watchdog deadline may be what finishes it: keep the
@@ -165,7 +168,10 @@ export class MemoryEngine {
     rollout.status = status;
     rollout.end_time = rolloutEndTime(status, rollout.end_time, now);
     if (isQueuingLike(status)) this.queue.push(rollout.rollout_id);
-    if (isTerminalRolloutStatus(status)) this.waiters.notify(rollout.rollout_id);
+    if (isTerminalRolloutStatus(status)) {
+      this.waiters.notify(rollout.rollout_id);
+      this.eviction?.noteTerminal();
+    }
     this.refreshDeadline(rollout.rollout_id);
   }
 
@@ -256,10 +262,20 @@ export class MemoryEngine {
     return next;
   }
 
-  /** Store a span (its rollout and attempt must exist); null for a duplicate (rid, aid, span_id). */
+  /**
+   * Store a span (its rollout and attempt must exist); null for a duplicate (rid, aid, span_id) or
+   * for a span of an attempt whose spans were evicted (it still counts as a sign of life).
+   */
   addSpan(span: Span, now: number): Span | null {
     const rollout = this.rollout(span.rollout_id);
     const attempt = this.attempt(span.rollout_id, span.attempt_id);
+    if (this.eviction?.isEvicted(span.rollout_id, span.attempt_id)) {
+      // Keeping it would make a partial trajectory look whole; reads of this attempt fail instead.
+      this.eviction.discardedLateSpans++;
+      this.bumpSequence(span.rollout_id, span.sequence_id);
+      this.recordActivity(rollout, attempt, now, now);
+      return null;
+    }
     const key = spanKey(span.rollout_id, span.attempt_id, span.span_id);
     if (this.spanKeys.has(key)) return null;
     this.spanKeys.add(key);
@@ -267,9 +283,24 @@ export class MemoryEngine {
     if (!list) this.spans.set(span.rollout_id, (list = []));
     list.push(span);
     this.totalSpans++;
+    this.eviction?.noteStored(span, rollout.status);
     this.bumpSequence(span.rollout_id, span.sequence_id);
     this.recordActivity(rollout, attempt, now, now);
     return span;
+  }
+
+  /** After span writes: evict the oldest terminal rollouts' spans if a limit is exceeded. */
+  enforceSpanLimits(): void {
+    this.eviction?.enforce(this, this.totalSpans);
+  }
+
+  /** Forget every stored span of `rid` (eviction). */
+  dropSpans(rid: string): void {
+    const list = this.spans.get(rid);
+    if (!list) return;
+    for (const s of list) this.spanKeys.delete(spanKey(s.rollout_id, s.attempt_id, s.span_id));
+    this.spans.delete(rid);
+    this.totalSpans -= list.length;
   }
 
   // --- resources

@@ -4,6 +4,7 @@
  */
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { z } from "zod";
+import { SpansEvictedError } from "../../errors.js";
 import { spanFromReadable } from "../../tracing/otel-span.js";
 import { nowSeconds } from "../../types/ids.js";
 import type { PaginatedResult } from "../../types/misc.js";
@@ -28,7 +29,9 @@ const validSpan = (span: unknown, field: string): Span =>
 // data) but never with what the store keeps.
 export function addSpan(enter: Enter, span: SpanInput): Span | null {
   const parsed = validSpan(span, "span");
-  const stored = enter().addSpan(copyData(parsed, "span"), nowSeconds());
+  const engine = enter();
+  const stored = engine.addSpan(copyData(parsed, "span"), nowSeconds());
+  engine.enforceSpanLimits();
   return stored ? parsed : null;
 }
 
@@ -45,6 +48,8 @@ export function addManySpans(enter: Enter, spans: SpanInput[]): Span[] {
   for (let i = 0; i < copies.length; i++) {
     if (engine.addSpan(copies[i]!, now)) stored.push(parsed[i]!);
   }
+  // Once per batch, so a batch is never cut by an eviction halfway through.
+  engine.enforceSpanLimits();
   return stored;
 }
 
@@ -67,7 +72,10 @@ export function addOtelSpan(
     sequenceId: seq ?? engine.nextSequence(rid),
   });
   const stored = engine.addSpan(copyData(converted, "span"), nowSeconds());
-  return stored ? copyData(stored) : null;
+  // Copy before enforcing: eviction may drop the very span just stored.
+  const out = stored ? copyData(stored) : null;
+  engine.enforceSpanLimits();
+  return out;
 }
 
 export function querySpans(enter: Enter, rolloutId: string, query: SpanQuery): PaginatedResult<Span> {
@@ -77,6 +85,10 @@ export function querySpans(enter: Enter, rolloutId: string, query: SpanQuery): P
   const aid = attemptId === "latest" ? (engine.latestAttempt(rid)?.attempt_id ?? null) : attemptId;
   if (attemptId === "latest" && aid === null)
     return { items: [], limit: page.limit, offset: page.offset, total: 0 };
+  // An empty or partial answer would pass for a rollout that emitted nothing: fail loudly instead.
+  const eviction = engine.eviction;
+  if (eviction && (aid === null ? eviction.hasEvicted(rid) : eviction.isEvicted(rid, aid)))
+    throw new SpansEvictedError(rid, aid);
   const must = aid === null ? [] : [{ field: "attempt_id" as const, op: "exact" as const, value: aid }];
   const result = queryItems(engine.spans.get(rid) ?? [], { ...filter, must }, page);
   return { ...result, items: result.items.map((s) => copyData(s)) };

@@ -1,3 +1,5 @@
+import { InMemoryLightningStore } from "@agl/core";
+import { makeSpan } from "@agl/core/testing";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Harness, harness } from "./helpers.js";
 
@@ -139,6 +141,24 @@ describe("spans", () => {
     expect(missing.status).toBe(422);
     expect(missing.body.field).toBe("rollout_id");
     expect((await h.call("GET", `${API}/spans?rollout_id=${a.rollout_id}&sort_by=zzz`)).status).toBe(400);
+  });
+
+  it("spans evicted by a memory store answer 410 SpansEvictedError", async () => {
+    const evicting = await harness({
+      store: new InMemoryLightningStore({ spanEviction: { maxSpans: 1, safeRatio: 1 } }),
+    });
+    try {
+      const old = await evicting.store.startRollout({ input: 1 });
+      await evicting.store.addSpan(makeSpan(old.attempt, 1));
+      await evicting.store.updateAttempt(old.rollout_id, "latest", { status: "succeeded" });
+      const next = await evicting.store.startRollout({ input: 2 });
+      await evicting.store.addSpan(makeSpan(next.attempt, 1)); // 2 > 1: the finished rollout's span goes
+      const res = await evicting.call("GET", `${API}/spans?rollout_id=${old.rollout_id}`);
+      expect(res).toMatchObject({ status: 410, body: { error_type: "SpansEvictedError" } });
+      expect((await evicting.call("GET", `${API}/spans?rollout_id=${next.rollout_id}`)).body.total).toBe(1);
+    } finally {
+      await evicting.close();
+    }
   });
 });
 
