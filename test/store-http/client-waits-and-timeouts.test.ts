@@ -4,7 +4,13 @@
  * while the store call still commits.
  */
 import { LightningStoreClient } from "@agl/client";
-import { type EnqueueRolloutRequest, InMemoryLightningStore, type Rollout } from "@agl/core";
+import {
+  type EnqueueRolloutRequest,
+  InMemoryLightningStore,
+  type Rollout,
+  SpansEvictedError,
+} from "@agl/core";
+import { makeSpan } from "@agl/core/testing";
 import type { StoreServer, StoreServerLogger } from "@agl/store";
 import { afterEach, describe, expect, it } from "vitest";
 import { serve } from "./support.js";
@@ -126,5 +132,21 @@ describe("a 504 from the server's request timeout is not resent for creates", ()
     expect(count("/v1/agl/queues/rollouts/enqueue")).toBe(1);
     // Reads and patches are still retried on the same 504.
     expect(await client.getRolloutById(stored.items[0]!.rollout_id)).toMatchObject({ input: "once" });
+  });
+});
+
+describe("evicted spans over HTTP", () => {
+  it("a 410 from the server is a SpansEvictedError on the client, naming the rollout", async () => {
+    const store = new InMemoryLightningStore({ spanEviction: { maxSpans: 1, safeRatio: 1 } });
+    const { client } = await setup({}, store);
+    const old = await store.startRollout({ input: 1 });
+    await client.addSpan(makeSpan(old.attempt, 1));
+    await store.updateAttempt(old.rollout_id, "latest", { status: "succeeded" });
+    const next = await store.startRollout({ input: 2 });
+    await client.addSpan(makeSpan(next.attempt, 1)); // over the limit: the finished rollout's span goes
+    const error = await client.querySpans(old.rollout_id).catch((e: unknown) => e);
+    expect(SpansEvictedError.isInstance(error)).toBe(true);
+    expect(error).toMatchObject({ status: 410, rolloutId: old.rollout_id });
+    expect((await client.querySpans(next.rollout_id)).total).toBe(1);
   });
 });

@@ -1,6 +1,6 @@
 /**
  * Errors from talking to a store server. Every one is an HttpError (marker + isInstance, like the core
- * errors); 404/409/400/422 answers are ALSO the matching core error, so `NotFoundError.isInstance(e)`
+ * errors); 404/409/410/400/422 answers are ALSO the matching core error, so `NotFoundError.isInstance(e)`
  * works the same against a remote store as against an in-process one.
  */
 import {
@@ -9,6 +9,7 @@ import {
   IllegalTransitionError,
   InvalidArgumentError,
   NotFoundError,
+  SpansEvictedError,
 } from "@agl/core";
 
 const HTTP_MARKER = Symbol.for("agl.error.HttpError");
@@ -120,6 +121,22 @@ export class RemoteIllegalTransitionError extends IllegalTransitionError {
   }
 }
 
+/** 410 from a span read: a core SpansEvictedError (the store dropped that rollout's spans) with the HTTP details. */
+export class RemoteSpansEvictedError extends SpansEvictedError {
+  declare readonly status: number;
+  declare readonly detail: string;
+  declare readonly errorType: string | null;
+  declare readonly field: string | null;
+  declare readonly method: string;
+  declare readonly url: string;
+  constructor(info: ServerErrorInfo) {
+    const m = /Spans of (?:attempt (\S+) of )?rollout (\S+) were evicted/.exec(info.detail);
+    super(m?.[2] ?? "", m?.[1] ?? null);
+    this.message = info.detail;
+    markHttp(this, info);
+  }
+}
+
 /** 400/422: a core InvalidArgumentError naming the field the server named. */
 export class RemoteInvalidArgumentError extends InvalidArgumentError {
   declare readonly status: number;
@@ -142,6 +159,7 @@ export function errorFromResponse(info: ServerErrorInfo, body: unknown): Error {
   // A 404 without the store's error_type is a missing route (e.g. an older server), not a missing entity.
   if (info.status === 404 && info.errorType === "NotFoundError") return new RemoteNotFoundError(info);
   if (info.status === 409) return new RemoteIllegalTransitionError(info);
+  if (info.status === 410 && info.errorType === "SpansEvictedError") return new RemoteSpansEvictedError(info);
   if (info.status === 400 || info.status === 422) return new RemoteInvalidArgumentError(info, issues);
   if (info.status === 408 || info.status >= 500) return new HttpServerError(info);
   return new HttpClientError(info);

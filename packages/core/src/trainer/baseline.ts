@@ -1,8 +1,9 @@
 import { z } from "zod";
 import { findFinalReward } from "../emitters/reward-reader.js";
+import { AbortedError } from "../errors.js";
 import { parseOptions } from "../options.js";
 import { isTerminalRolloutStatus } from "../store/state-machine.js";
-import type { RolloutConfigInput, RolloutMode, RolloutStatus } from "../types/rollout.js";
+import type { Rollout, RolloutConfigInput, RolloutMode, RolloutStatus } from "../types/rollout.js";
 import { RolloutConfigSchema } from "../types/rollout.js";
 import type { Span } from "../types/span.js";
 import type { Algorithm, AlgorithmContext } from "./algorithm.js";
@@ -125,8 +126,17 @@ export class Baseline implements Algorithm<unknown, BaselineSummary> {
 
   /** Wait until some open rollout finishes (or the poll interval passes); drop finished ones from `open`. */
   private async waitSome(ctx: AlgorithmContext, open: Set<string>): Promise<void> {
-    const wait = ctx.store.waitForRollouts([...open], { timeoutSeconds: this.opts.pollIntervalMs / 1000 });
-    const done = await abortable(wait, ctx.signal, []);
+    let done: Rollout[];
+    try {
+      done = await ctx.store.waitForRollouts([...open], {
+        timeoutSeconds: this.opts.pollIntervalMs / 1000,
+        signal: ctx.signal,
+      });
+    } catch (error) {
+      // stopping: the caller sees the abort on its next check of ctx.signal
+      if (AbortedError.isInstance(error)) return;
+      throw error;
+    }
     for (const rollout of done) open.delete(rollout.rollout_id);
   }
 
@@ -160,23 +170,4 @@ export class Baseline implements Algorithm<unknown, BaselineSummary> {
     }
     return report;
   }
-}
-
-/** `promise`, or `fallback` as soon as `signal` aborts (the promise is left to settle on its own). */
-function abortable<T>(promise: Promise<T>, signal: AbortSignal, fallback: T): Promise<T> {
-  if (signal.aborted) return Promise.resolve(fallback);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => resolve(fallback);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
-    );
-  });
 }
