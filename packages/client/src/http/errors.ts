@@ -89,14 +89,26 @@ export class HttpNetworkError extends HttpError {
   }
 }
 
+type ErrorClass = abstract new (...args: any[]) => Error;
+
+/**
+ * A core error class that also carries the HTTP details (`markHttp` sets them), so a remote error is both
+ * the core error (`NotFoundError.isInstance`) and an `HttpErrorFields`.
+ */
+function withHttpFields<B extends ErrorClass>(Base: B) {
+  abstract class WithHttpFields extends Base implements HttpErrorFields {
+    declare readonly status: number;
+    declare readonly detail: string;
+    declare readonly errorType: string | null;
+    declare readonly field: string | null;
+    declare readonly method: string;
+    declare readonly url: string;
+  }
+  return WithHttpFields;
+}
+
 /** 404 from a store route: a core NotFoundError that also carries the HTTP details. */
-export class RemoteNotFoundError extends NotFoundError {
-  declare readonly status: number;
-  declare readonly detail: string;
-  declare readonly errorType: string | null;
-  declare readonly field: string | null;
-  declare readonly method: string;
-  declare readonly url: string;
+export class RemoteNotFoundError extends withHttpFields(NotFoundError) {
   constructor(info: ServerErrorInfo) {
     const kind = (info.field?.replace(/_id$/, "") ?? "rollout") as EntityKind;
     const id = /(\S+) not found/i.exec(info.detail)?.[1] ?? "";
@@ -106,13 +118,7 @@ export class RemoteNotFoundError extends NotFoundError {
 }
 
 /** 409: a core IllegalTransitionError carrying the HTTP details. */
-export class RemoteIllegalTransitionError extends IllegalTransitionError {
-  declare readonly status: number;
-  declare readonly detail: string;
-  declare readonly errorType: string | null;
-  declare readonly field: string | null;
-  declare readonly method: string;
-  declare readonly url: string;
+export class RemoteIllegalTransitionError extends withHttpFields(IllegalTransitionError) {
   constructor(info: ServerErrorInfo) {
     const m = /Illegal (rollout|attempt) status transition for (\S+): (\S+) -> (\S+)/.exec(info.detail);
     super((m?.[1] as "rollout" | "attempt") ?? "rollout", m?.[2] ?? "", m?.[3] ?? "", m?.[4] ?? "");
@@ -122,13 +128,7 @@ export class RemoteIllegalTransitionError extends IllegalTransitionError {
 }
 
 /** 410 from a span read: a core SpansEvictedError (the store dropped that rollout's spans) with the HTTP details. */
-export class RemoteSpansEvictedError extends SpansEvictedError {
-  declare readonly status: number;
-  declare readonly detail: string;
-  declare readonly errorType: string | null;
-  declare readonly field: string | null;
-  declare readonly method: string;
-  declare readonly url: string;
+export class RemoteSpansEvictedError extends withHttpFields(SpansEvictedError) {
   constructor(info: ServerErrorInfo) {
     const m = /Spans of (?:attempt (\S+) of )?rollout (\S+) were evicted/.exec(info.detail);
     super(m?.[2] ?? "", m?.[1] ?? null);
