@@ -45,15 +45,26 @@ function markHttp(target: object, info: ServerErrorInfo): void {
   });
 }
 
-/** Any failed HTTP exchange with the store server. `status` is 0 when no response arrived. */
-export class HttpError extends AglError implements HttpErrorFields {
-  declare readonly status: number;
-  declare readonly detail: string;
-  declare readonly errorType: string | null;
-  declare readonly field: string | null;
-  declare readonly method: string;
-  declare readonly url: string;
+type ErrorClass = abstract new (...args: any[]) => Error;
 
+/**
+ * A core error class that also carries the HTTP details (`markHttp` sets them), so a remote error is both
+ * the core error (`NotFoundError.isInstance`) and an `HttpErrorFields`.
+ */
+function withHttpFields<B extends ErrorClass>(Base: B) {
+  abstract class WithHttpFields extends Base implements HttpErrorFields {
+    declare readonly status: number;
+    declare readonly detail: string;
+    declare readonly errorType: string | null;
+    declare readonly field: string | null;
+    declare readonly method: string;
+    declare readonly url: string;
+  }
+  return WithHttpFields;
+}
+
+/** Any failed HTTP exchange with the store server. `status` is 0 when no response arrived. */
+export class HttpError extends withHttpFields(AglError) {
   constructor(info: ServerErrorInfo, options?: { cause?: unknown }) {
     super(`${info.method} ${info.url} → ${info.status || "no response"}: ${info.detail}`, options);
     this.name = "HttpError";
@@ -87,24 +98,6 @@ export class HttpNetworkError extends HttpError {
     super(info, { cause });
     this.name = "HttpNetworkError";
   }
-}
-
-type ErrorClass = abstract new (...args: any[]) => Error;
-
-/**
- * A core error class that also carries the HTTP details (`markHttp` sets them), so a remote error is both
- * the core error (`NotFoundError.isInstance`) and an `HttpErrorFields`.
- */
-function withHttpFields<B extends ErrorClass>(Base: B) {
-  abstract class WithHttpFields extends Base implements HttpErrorFields {
-    declare readonly status: number;
-    declare readonly detail: string;
-    declare readonly errorType: string | null;
-    declare readonly field: string | null;
-    declare readonly method: string;
-    declare readonly url: string;
-  }
-  return WithHttpFields;
 }
 
 /** 404 from a store route: a core NotFoundError that also carries the HTTP details. */

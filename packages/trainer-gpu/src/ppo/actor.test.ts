@@ -237,6 +237,15 @@ describe("rollout temperature", () => {
     expect(out.rawLogprobs[1]![0]).toBeCloseTo(handLogprob(table[1]!, 0, 1), 5);
   });
 
+  /** Every response token gets advantage 1 against the given old log-probs. */
+  const unitAdvantageInputs = (old: number[][]) =>
+    tRows.map((r, i) => ({
+      advantages: r.responseIds.map(() => 1),
+      oldLogprobs: old[i]!,
+      refLogprobs: null,
+      tisWeights: null,
+    }));
+
   it("the update scores the current policy at the same temperature as the old log-probs", () => {
     const policy = fixedBigram(table);
     const old = computeLogprobs(policy, tRows, 2, 0, 0.7).logprobs;
@@ -245,12 +254,7 @@ describe("rollout temperature", () => {
       policy,
       opt,
       tRows,
-      tRows.map((r, i) => ({
-        advantages: r.responseIds.map(() => 1),
-        oldLogprobs: old[i]!,
-        refLogprobs: null,
-        tisWeights: null,
-      })),
+      unitAdvantageInputs(old),
       options({ temperature: 0.7, miniBatchRows: 2, microBatchRows: 2 }),
     );
     // ratio exactly 1 before the step: ppo_kl 0, and pg_loss = -mean(advantage) = -1
@@ -267,12 +271,7 @@ describe("rollout temperature", () => {
       unscaled,
       optU,
       tRows,
-      tRows.map((r, i) => ({
-        advantages: r.responseIds.map(() => 1),
-        oldLogprobs: old[i]!,
-        refLogprobs: null,
-        tisWeights: null,
-      })),
+      unitAdvantageInputs(old),
       options({ miniBatchRows: 2, microBatchRows: 2 }),
     );
     expect(Math.abs(mU["actor/pg_loss"] + 1)).toBeGreaterThan(0.01);
