@@ -10,6 +10,7 @@
  * then close the database.
  */
 import { Command, InvalidArgumentError } from "commander";
+import { loadDashboard } from "./dashboard-loader.js";
 import { openStore } from "./index.js";
 import { jsonLinesLogger, silentServerLogger } from "./server/logging.js";
 import { startStoreServer } from "./server/server.js";
@@ -49,14 +50,24 @@ const program = new Command()
     20,
   )
   .option("--quiet", "no request logs")
+  .option(
+    "--no-dashboard",
+    "do not serve the web dashboard at /dashboard (served when @agl/dashboard is installed)",
+  )
+  .option("--metrics <file>", "a trainer's metrics log (JSON lines) for the dashboard's Training page")
   .action(async (opts) => {
     const logger = opts.quiet ? silentServerLogger : jsonLinesLogger();
     const store = await openStore(opts.db);
+    const token: string | null = opts.token ?? process.env.AGL_STORE_TOKEN ?? null;
+    const dashboard = opts.dashboard
+      ? await loadDashboard({ token, metricsFile: opts.metrics ?? null })
+      : null;
     const server = await startStoreServer({
       store,
       host: opts.host,
       port: opts.port,
-      token: opts.token ?? process.env.AGL_STORE_TOKEN ?? null,
+      token,
+      dashboard: dashboard ?? undefined,
       bodyLimitBytes: Math.round(opts.bodyLimitMb * 1024 * 1024),
       requestTimeoutMs: opts.requestTimeoutMs,
       maxWaitSeconds: opts.maxWaitSeconds,
