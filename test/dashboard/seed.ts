@@ -42,7 +42,9 @@ function respond(request: MockRequestInfo) {
     const q = /(\d+) \+ (\d+)/.exec(String(messages.at(-1)?.content ?? ""));
     return {
       content: "",
-      tool_calls: [{ name: "calculator", arguments: JSON.stringify({ a: Number(q?.[1]), b: Number(q?.[2]) }) }],
+      tool_calls: [
+        { name: "calculator", arguments: JSON.stringify({ a: Number(q?.[1]), b: Number(q?.[2]) }) },
+      ],
     };
   }
   const prompt = String(body.prompt ?? "");
@@ -55,7 +57,9 @@ function respond(request: MockRequestInfo) {
 const agent = rollout(async (task: SeedTask, { llm }: RolloutContext) => {
   if (!llm) throw new Error("no LLM resource");
   if (task.style === "crash") throw new Error(`agent crashed on ${task.a}+${task.b}`);
-  const client = instrumentOpenAI(new OpenAI({ baseURL: llm.endpoint, apiKey: llm.api_key ?? "none", maxRetries: 0 }));
+  const client = instrumentOpenAI(
+    new OpenAI({ baseURL: llm.endpoint, apiKey: llm.api_key ?? "none", maxRetries: 0 }),
+  );
   const sum = task.a + task.b;
   if (task.style === "chat") {
     const question = { role: "user" as const, content: CHAT_QUESTION(task) };
@@ -131,7 +135,9 @@ export async function seedStore(store: LightningStore, options: { queued: number
   }
   await store.addResources({
     main_llm: proxyLLM({ endpoint: "http://127.0.0.1:9/v1", model: "policy-v2", api_key: SEED_API_KEY }),
-    system_prompt: promptTemplate("You are a careful calculator agent.\nAnswer briefly.\nShow the tool result."),
+    system_prompt: promptTemplate(
+      "You are a careful calculator agent.\nAnswer briefly.\nShow the tool result.",
+    ),
   });
   await store.enqueueManyRollouts(
     Array.from({ length: options.queued }, (_, i) => ({
@@ -142,5 +148,9 @@ export async function seedStore(store: LightningStore, options: { queued: number
   );
   const empty = await store.startRollout({ input: { note: "no spans" }, mode: "test" });
   await store.updateAttempt(empty.rollout_id, empty.attempt.attempt_id, { status: "succeeded" });
-  return { agentRollouts: SEED_TASKS.length, queuedRollouts: options.queued, emptyRolloutId: empty.rollout_id };
+  return {
+    agentRollouts: SEED_TASKS.length,
+    queuedRollouts: options.queued,
+    emptyRolloutId: empty.rollout_id,
+  };
 }

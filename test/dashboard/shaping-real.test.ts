@@ -44,9 +44,11 @@ describe("real spans → dashboard views", () => {
     expect(second!.completionTokens).toBe(`The answer is ${task.a + task.b}.`.length);
     expect(analysis.calls.every((c) => c.latencySeconds !== null && c.latencySeconds >= 0)).toBe(true);
     expect(analysis.triplets.map((t) => t.reward)).toEqual([null, 1]);
-    expect(tripletTokens(analysis.triplets[1]!).filter((c) => c.role === "response").map((c) => c.id)).toEqual(
-      mockEncode(`The answer is ${task.a + task.b}.`),
-    );
+    expect(
+      tripletTokens(analysis.triplets[1]!)
+        .filter((c) => c.role === "response")
+        .map((c) => c.id),
+    ).toEqual(mockEncode(`The answer is ${task.a + task.b}.`));
     // the mock renders a chat prompt as JSON, so call 2's prompt does not extend call 1's: two rows
     expect(analysis.sequences).toHaveLength(2);
     expect(analysis.diagnostics.map((d) => d.code)).toContain("prefix_mismatch");

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 
 export interface DashboardAppOptions {
   /** The built page (index.html, app.js, app.css). Default: the assets shipped in this package. */
@@ -46,18 +46,13 @@ export function createDashboardApp(options: DashboardAppOptions = {}): Hono {
   const authorize = options.authorize ?? (() => true);
   const app = new Hono();
 
-  const serve =
-    (name: string) => (c: { body: (b: Uint8Array, s: 200, h: Record<string, string>) => Response }) =>
-      c.body(new Uint8Array(files.get(name)!), 200, {
-        "content-type": CONTENT_TYPES[name]!,
-        // index.html must be re-read after an upgrade; the bundle names do not change, so revalidate both.
-        "cache-control": "no-cache",
-        "x-content-type-options": "nosniff",
-      });
-  app.get("/", serve("index.html"));
-  app.get("/index.html", serve("index.html"));
-  app.get("/app.js", serve("app.js"));
-  app.get("/app.css", serve("app.css"));
+  const serve = (c: Context, name: string) =>
+    c.body(new Uint8Array(files.get(name)!), 200, {
+      "content-type": CONTENT_TYPES[name]!,
+      // The bundle's names do not change between versions: revalidate so an upgrade is picked up.
+      "cache-control": "no-cache",
+      "x-content-type-options": "nosniff",
+    });
 
   app.get("/metrics.jsonl", async (c) => {
     if (!options.metricsFile) {
@@ -80,6 +75,12 @@ export function createDashboardApp(options: DashboardAppOptions = {}): Hono {
       "content-type": "application/x-ndjson; charset=utf-8",
       "cache-control": "no-store",
     });
+  });
+  // The page's own files; "" is the mount point with its trailing slash (/dashboard/).
+  app.get("*", (c) => {
+    const name = c.req.path.slice(c.req.path.lastIndexOf("/") + 1) || "index.html";
+    if (!files.has(name)) return c.json({ detail: `No dashboard file ${name}`, error_type: "NotFound" }, 404);
+    return serve(c, name);
   });
   return app;
 }

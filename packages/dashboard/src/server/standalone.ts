@@ -42,6 +42,7 @@ export function createStandaloneApp(options: DashboardServerOptions): Hono {
       return false;
     }
   };
+  app.get("/dashboard", (c) => c.redirect("/dashboard/"));
   app.route(
     "/dashboard",
     createDashboardApp({ assetsDir: options.assetsDir, metricsFile: options.metricsFile, authorize }),

@@ -89,7 +89,8 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
       invalidToken: { message: { detail: "Invalid bearer token", error_type: "Unauthorized" } },
     });
     const dashboardPublic = (path: string) =>
-      options.dashboard !== undefined && (path === DASHBOARD_PATH || path.startsWith(`${DASHBOARD_PATH}/`));
+      options.dashboard !== undefined &&
+      (path === "/" || path === DASHBOARD_PATH || path.startsWith(`${DASHBOARD_PATH}/`));
     app.use("*", async (c, next) => {
       if (c.req.method === "GET" && c.req.path === "/v1/agl/health") return next();
       if (c.req.method === "GET" && dashboardPublic(c.req.path)) return next();
