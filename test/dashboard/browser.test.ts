@@ -130,7 +130,7 @@ describe("dashboard served by agl-store", () => {
     expect(statuses).toEqual(Array(5).fill("succeeded"));
     // the rewards of the visible rows are read from their reward spans
     await p.waitForFunction(
-      () => ![...document.querySelectorAll("[data-testid=reward]")].some((e) => e.textContent === "…"),
+      () => !Array.from(document.querySelectorAll("[data-testid=reward]")).some((e) => e.textContent === "…"),
     );
     expect((await p.getByTestId("reward").allTextContents()).sort()).toEqual(["1", "1", "1", "1", "–"]);
     await screenshot(p, "02-rollouts-succeeded");
