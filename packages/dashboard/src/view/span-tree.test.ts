@@ -1,36 +1,17 @@
-import type { Span } from "@agl/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { mkSpan } from "../../../adapter/src/test-helpers.js";
 import { buildSpanTimeline } from "./span-tree.js";
 
 let seq = 0;
-function span(
+const span = (
   id: string,
   parent: string | null,
   start: number,
   end: number | null,
   name = id,
-  attrs = {},
-): Span {
-  return {
-    rollout_id: "ro-1",
-    attempt_id: "at-1",
-    sequence_id: ++seq,
-    trace_id: "t".repeat(32),
-    span_id: id,
-    parent_id: parent,
-    name,
-    status: { status_code: "OK", description: null },
-    attributes: attrs,
-    events: [],
-    links: [],
-    start_time: start,
-    end_time: end,
-    context: null,
-    parent: null,
-    resource: { attributes: {}, schema_url: "" },
-  } as Span;
-}
+  attributes = {},
+) => mkSpan({ id, parent, start, end, name, attributes, seq: ++seq });
 
 describe("buildSpanTimeline", () => {
   it("indents by depth, orders children by start time and places bars on the rollout's time span", () => {
