@@ -41,6 +41,7 @@ describe("agl-store with the dashboard mounted", () => {
     const page = await app.request("/dashboard/");
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toContain("text/html");
+    expect(page.headers.get("content-security-policy")).toContain("default-src 'self'");
     expect(await page.text()).toContain("<title>agl</title>");
     expect((await app.request("/dashboard/app.js")).headers.get("content-type")).toContain("javascript");
     expect((await app.request("/dashboard/app.css")).headers.get("content-type")).toContain("text/css");

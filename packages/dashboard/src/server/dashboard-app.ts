@@ -52,6 +52,9 @@ export function createDashboardApp(options: DashboardAppOptions = {}): Hono {
       // The bundle's names do not change between versions: revalidate so an upgrade is picked up.
       "cache-control": "no-cache",
       "x-content-type-options": "nosniff",
+      // Span contents are untrusted text: the page renders them as text, and may load nothing but itself.
+      "content-security-policy":
+        "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
     });
 
   app.get("/metrics.jsonl", async (c) => {
