@@ -5,7 +5,7 @@
 import { InMemoryLightningStore } from "@agl/core";
 import { mockEncode } from "@agl/core/mock-llm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { analyzeRollout, messageText } from "../../packages/dashboard/src/view/llm-calls.js";
+import { analyzeRollout, messageDisplay, messageText } from "../../packages/dashboard/src/view/llm-calls.js";
 import { buildSpanTimeline } from "../../packages/dashboard/src/view/span-tree.js";
 import { sequenceTokens, tripletTokens } from "../../packages/dashboard/src/view/tokens.js";
 import { CHAT_QUESTION, REACT_OBSERVATION, REACT_PROMPT, SEED_TASKS, seedStore } from "./seed.js";
@@ -40,6 +40,7 @@ describe("real spans → dashboard views", () => {
       ["calculator", { a: task.a, b: task.b }],
     ]);
     expect(second!.input.map((m) => m.role)).toEqual(["user", "assistant", "tool"]);
+    expect(messageDisplay(second!.input[1]!)).toBe(`→ calculator({"a":${task.a},"b":${task.b}})`);
     expect(messageText(second!.output[0]!)).toBe(`The answer is ${task.a + task.b}.`);
     expect(second!.completionTokens).toBe(`The answer is ${task.a + task.b}.`.length);
     expect(analysis.calls.every((c) => c.latencySeconds !== null && c.latencySeconds >= 0)).toBe(true);

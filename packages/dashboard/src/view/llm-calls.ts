@@ -77,6 +77,12 @@ export function analyzeRollout(spans: readonly Span[]): RolloutAnalysis {
   };
 }
 
+/** A message's text plus the tool calls it made, one `→ name(arguments)` line each. */
+export function messageDisplay(message: ChatMessage): string {
+  const calls = (message.tool_calls ?? []).map((t) => `→ ${t.function.name}(${t.function.arguments})`);
+  return [messageText(message), ...calls].filter((line) => line !== "").join("\n");
+}
+
 /** Text of a message's content, whatever its shape (string, parts, null). */
 export function messageText(message: ChatMessage): string {
   const content = message.content as unknown;

@@ -1,5 +1,5 @@
 import { formatDuration, formatReward } from "../../view/format.js";
-import { type LlmCallView, messageText } from "../../view/llm-calls.js";
+import { type LlmCallView, messageDisplay, messageText } from "../../view/llm-calls.js";
 import { EmptyState } from "../components.js";
 
 const DROP_REASONS: Record<string, string> = {
@@ -45,7 +45,7 @@ export function LlmCalls({ calls }: { calls: LlmCallView[] }) {
           {!call.kept && call.dropReason && <p class="note">{DROP_REASONS[call.dropReason]}</p>}
           <div class="messages">
             {call.input.map((m, j) => (
-              <Message key={`in-${j}`} role={m.role} text={messageText(m)} />
+              <Message key={`in-${j}`} role={m.role} text={messageDisplay(m)} />
             ))}
             {call.output.map((m, j) => (
               <Message key={`out-${j}`} role={`${m.role} (output)`} text={messageText(m)} output />
