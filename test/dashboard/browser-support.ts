@@ -43,7 +43,7 @@ export async function openPage(browser: Browser, token: string | null): Promise<
     await context.addInitScript((t) => sessionStorage.setItem("agl-dashboard-token", t), token);
   }
   // Fail with the locator's name well before the test's own timeout.
-  context.setDefaultTimeout(8_000);
+  context.setDefaultTimeout(15_000);
   const page = await context.newPage();
   const errors: string[] = [];
   pageErrors.set(page, errors);
