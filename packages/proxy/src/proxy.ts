@@ -151,6 +151,11 @@ export class LLMProxy {
     return this.baseUrl;
   }
 
+  /** The base URL published to agents: the `publicUrl` option, else the bound address (`url`). */
+  get publicUrl(): string {
+    return this.options.publicUrl?.replace(/\/+$/, "") ?? this.url;
+  }
+
   /** Wait until every recorded call's span has been handed to the store. */
   async flush(): Promise<void> {
     while (this.handler.pendingWrites.size) await Promise.all([...this.handler.pendingWrites]);
@@ -223,7 +228,7 @@ export class LLMProxy {
       this.log.warn(`resource temperature ${temperature} ≠ 1 while raw logprobs are recorded`);
     }
     return proxyLLM({
-      endpoint: `${this.url}/v1`,
+      endpoint: `${this.publicUrl}/v1`,
       model,
       api_key: options.apiKey ?? null,
       sampling_parameters: options.samplingParameters ?? {},

@@ -61,8 +61,26 @@ export const servePolicy: ServeFn = async (policy, { modelName }) => {
   };
 };
 
+/** Where the trainer's LLM proxy listens and what it tells agents (who may be on other machines). */
+export interface PPOProxyOptions {
+  /** Interface to bind (default "127.0.0.1"; "0.0.0.0" for workers on other machines). */
+  host?: string;
+  /** Port (default 0: a free one; fix it when `publicUrl` names it). */
+  port?: number;
+  /** Base URL workers reach the proxy at, published in the ProxyLLM (e.g. "http://trainer-1:8100"). */
+  publicUrl?: string;
+  /**
+   * Secret of the per-attempt tokens (>= 16 chars). Default $AGL_PROXY_TOKEN_SECRET, else random per
+   * run (then only in-process runners can mint tokens). Remote workers need the same secret
+   * (`agl-worker --proxy-token-secret` or $AGL_PROXY_TOKEN_SECRET); it is never put in the store.
+   */
+  tokenSecret?: string;
+}
+
 export interface PPOOptions {
   config?: PPOConfigInput;
+  /** The LLM proxy's bind address, public URL and token secret (see PPOProxyOptions). */
+  proxy?: PPOProxyOptions;
   policy: PolicyBundle;
   /** Starts the policy server (default `servePolicy`); the trainer puts an `LLMProxy` in front of it. */
   serve?: ServeFn;
@@ -114,12 +132,14 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
   /**
    * Secret of the per-attempt tokens the proxy requires on its LLM routes. Fixed here, not in `run`,
    * because the Trainer hands it to its runners before `run` starts the proxy. Remote `agl-worker`s get
-   * it by sharing $AGL_PROXY_TOKEN_SECRET with this process.
+   * it by sharing $AGL_PROXY_TOKEN_SECRET (or `proxy.tokenSecret`) with this process.
    */
-  private readonly proxyTokenSecret = process.env.AGL_PROXY_TOKEN_SECRET || generateTokenSecret();
+  private readonly proxyTokenSecret: string;
 
   constructor(private readonly options: PPOOptions) {
     this.config = parsePPOConfig(options.config ?? {});
+    this.proxyTokenSecret =
+      options.proxy?.tokenSecret || process.env.AGL_PROXY_TOKEN_SECRET || generateTokenSecret();
   }
 
   runnerCredentials(): RunnerCredentials {
@@ -203,6 +223,9 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
     const proxy = new LLMProxy({
       store,
       backends: [{ url: server.url }],
+      host: this.options.proxy?.host,
+      port: this.options.proxy?.port,
+      publicUrl: this.options.proxy?.publicUrl ?? null,
       model: modelName,
       adminToken: randomBytes(24).toString("hex"),
       llmAuth: "token",
@@ -211,6 +234,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       logger: { warn: (m) => logger.info(`proxy: ${m}`), error: (m) => logger.error(`proxy: ${m}`) },
     });
     await proxy.start();
+    logger.info(`PPO: LLM proxy on ${proxy.url}, published to agents as ${proxy.publicUrl}/v1`);
     const resourceName = this.options.resourceName ?? "main_llm";
     const extra: NamedResources = Object.fromEntries(
       Object.entries(context.initialResources ?? {}).filter(([, r]) => r.resource_type === "prompt_template"),
