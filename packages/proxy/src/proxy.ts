@@ -186,6 +186,17 @@ export class LLMProxy {
     };
   }
 
+  /**
+   * Ask every backend for `model` from now on (the rewrite target of later calls), e.g. the LoRA adapter
+   * an inference engine serves the new policy version under. Calls already forwarded keep theirs: pause
+   * with `drain` first so none straddles the change.
+   */
+  setBackendModel(model: string): void {
+    if (typeof model !== "string" || model.length === 0)
+      throw new Error("setBackendModel needs a model name");
+    for (const backend of this.pool.backends) backend.model = model;
+  }
+
   get modelVersion(): string | number | null {
     return this.gate.modelVersion;
   }

@@ -37,6 +37,13 @@ export interface PolicyBundle {
 export interface ServingHandle {
   /** Base URL of the OpenAI API (ending in `/v1`). */
   url: string;
+  /** Bearer token the proxy sends to the server. */
+  apiKey?: string;
+  /**
+   * The model name to ask the server for, when it is not the agents' model name (an external engine
+   * serving each policy version under its own LoRA adapter name). Read again after every swap.
+   */
+  servedModel?: () => string;
   /** Drain running generations, run `apply` (which changes the model's weights in place), bump and
    * return the served model version, resume. */
   swapWeights(apply: () => void | Promise<void>): Promise<string | number>;
@@ -82,7 +89,10 @@ export interface PPOOptions {
   /** The LLM proxy's bind address, public URL and token secret (see PPOProxyOptions). */
   proxy?: PPOProxyOptions;
   policy: PolicyBundle;
-  /** Starts the policy server (default `servePolicy`); the trainer puts an `LLMProxy` in front of it. */
+  /**
+   * Starts the policy server (default `servePolicy`, in process); the trainer puts an `LLMProxy` in front
+   * of it. `externalEngine({ url, weightSync })` uses a vLLM/SGLang server instead.
+   */
   serve?: ServeFn;
   /** Model name agents see (default "policy"). */
   modelName?: string;
@@ -222,7 +232,13 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
     // to the agent as its ProxyLLM's api_key, so no agent can write into another rollout's trace.
     const proxy = new LLMProxy({
       store,
-      backends: [{ url: server.url }],
+      backends: [
+        {
+          url: server.url,
+          ...(server.servedModel ? { model: server.servedModel() } : {}),
+          ...(server.apiKey ? { apiKey: server.apiKey } : {}),
+        },
+      ],
       host: this.options.proxy?.host,
       port: this.options.proxy?.port,
       publicUrl: this.options.proxy?.publicUrl ?? null,
@@ -344,6 +360,9 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
             totalSteps,
           );
         });
+        // An external engine may serve the new version under a new name (one LoRA adapter per version):
+        // every call from here on asks for it.
+        if (server.servedModel) proxy.setBackendModel(server.servedModel());
         await proxy.resume({ modelVersion: version });
         step = next;
         const seconds = (performance.now() - t0) / 1000;
