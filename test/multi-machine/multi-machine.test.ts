@@ -1,11 +1,11 @@
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LightningStoreClient } from "@agl/client";
 import type { AttemptedRollout, Span } from "@agl/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { type Child, spawnStoreServer, spawnTs, spawnWorker } from "../store-http/processes.js";
+import { freePort } from "../support/free-port.js";
 import { createTestDatabase } from "../support/postgres.js";
 
 const WORKERS = 3;
@@ -15,17 +15,6 @@ const PROXY_SECRET = "proxy-secret-shared-by-env-not-by-store";
 // publishes this one, so an agent that reached it used the published URL (the proxy itself would say
 // 127.0.0.1), and a worker holding the wrong secret would be refused.
 const PUBLIC_HOST = "127.0.0.2";
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "0.0.0.0", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 const children: Child[] = [];
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -59,7 +48,7 @@ describe("training across machines (separate processes, PostgreSQL store)", () =
     }
 
     // 3. The trainer process: remote-only PPO, proxy on 0.0.0.0 published as PUBLIC_HOST.
-    const port = await freePort();
+    const port = await freePort("0.0.0.0");
     const publicUrl = `http://${PUBLIC_HOST}:${port}`;
     const trainer = spawnTs(
       "test/multi-machine/trainer-process.ts",
