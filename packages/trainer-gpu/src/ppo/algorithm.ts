@@ -7,11 +7,13 @@ import {
   type AlgorithmContext,
   generateTokenSecret,
   type NamedResources,
+  parseOrThrow,
   type RunnerCredentials,
   type Span,
   type Triplet,
 } from "@agl/core";
 import { LLMProxy } from "@agl/proxy";
+import { z } from "zod";
 import type { CausalLM } from "../model/causal-lm.js";
 import { PolicyServer } from "../server/policy-server.js";
 import type { ChatTemplate } from "../tokenizer/chat-template.js";
@@ -84,6 +86,17 @@ export interface PPOProxyOptions {
   tokenSecret?: string;
 }
 
+const PPOProxyOptionsSchema = z.strictObject({
+  host: z.string().min(1).optional(),
+  port: z.number().int().min(0).max(65535).optional(),
+  publicUrl: z
+    .string()
+    .url()
+    .refine((u) => /^https?:\/\//.test(u), "must be an http(s) URL")
+    .optional(),
+  tokenSecret: z.string().min(16).optional(),
+});
+
 export interface PPOOptions {
   config?: PPOConfigInput;
   /** The LLM proxy's bind address, public URL and token secret (see PPOProxyOptions). */
@@ -148,6 +161,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
 
   constructor(private readonly options: PPOOptions) {
     this.config = parsePPOConfig(options.config ?? {});
+    parseOrThrow(PPOProxyOptionsSchema, options.proxy ?? {}, "proxy");
     this.proxyTokenSecret =
       options.proxy?.tokenSecret || process.env.AGL_PROXY_TOKEN_SECRET || generateTokenSecret();
   }
