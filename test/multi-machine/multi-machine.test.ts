@@ -31,15 +31,30 @@ describe("training across machines (separate processes, PostgreSQL store)", () =
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
 
     // 1. The store server (its own process), on PostgreSQL, requiring a token.
-    const storeServer = await spawnStoreServer(["--db", db.url, "--token", STORE_TOKEN]);
+    // It binds every interface and publishes another loopback address, which everyone below uses.
+    const storePort = await freePort("0.0.0.0");
+    const storeUrl = `http://127.0.0.3:${storePort}`;
+    const storeServer = await spawnStoreServer([
+      "--db",
+      db.url,
+      "--token",
+      STORE_TOKEN,
+      "--host",
+      "0.0.0.0",
+      "--port",
+      String(storePort),
+      "--public-url",
+      storeUrl,
+    ]);
     children.push(storeServer);
+    expect(storeServer.stderr()).toContain(`"public_url":"${storeUrl}"`);
     const env = { AGL_STORE_TOKEN: STORE_TOKEN, AGL_PROXY_TOKEN_SECRET: PROXY_SECRET };
 
     // 2. Three workers, started before the trainer, as on machines of their own.
     for (let w = 0; w < WORKERS; w++) {
       children.push(
         spawnWorker(
-          storeServer.url,
+          storeUrl,
           "test/multi-machine/fixtures/ab-agent.ts",
           ["--worker-id", `remote-${w}`, "--poll-interval-ms", "100", "--concurrency", "2"],
           env,
@@ -52,7 +67,7 @@ describe("training across machines (separate processes, PostgreSQL store)", () =
     const publicUrl = `http://${PUBLIC_HOST}:${port}`;
     const trainer = spawnTs(
       "test/multi-machine/trainer-process.ts",
-      [storeServer.url, String(port), publicUrl, dir],
+      [storeUrl, String(port), publicUrl, dir],
       env,
     );
     children.push(trainer);
@@ -65,13 +80,17 @@ describe("training across machines (separate processes, PostgreSQL store)", () =
     for (const c of children.slice(1, 1 + WORKERS)) c.proc.kill("SIGTERM");
     const workerCodes = await Promise.all(children.slice(1, 1 + WORKERS).map((c) => c.exited));
     expect(workerCodes, logs()).toEqual([0, 0, 0]);
+    // Each worker said which store server it talks to.
+    for (const c of children.slice(1, 1 + WORKERS)) {
+      expect(c.stderr()).toMatch(/is an agl-ts store server \(PostgresLightningStore\)/);
+    }
     const summaries = children
       .slice(1, 1 + WORKERS)
       .map((c) => JSON.parse(c.stdout().trim().split("\n").pop()!));
 
     // Every rollout was run by a worker process (none by the trainer), called the proxy through the
     // published URL with its own attempt's path, and the proxy recorded that call into the store.
-    const client = new LightningStoreClient({ url: storeServer.url, token: STORE_TOKEN });
+    const client = new LightningStoreClient({ url: storeUrl, token: STORE_TOKEN });
     cleanups.push(() => client.close());
     const rollouts = (await client.queryRollouts({ limit: -1 })).items as AttemptedRollout[];
     expect(rollouts).toHaveLength(2 * 2 * 3);
