@@ -125,6 +125,14 @@ describe("Kubernetes manifests", () => {
         expect(child.stdout(), `${name} ${flag}`).toContain(`${flag} `);
       }
     }
+    // The store and proxy publish their Service names, which is what the workers are given.
+    const store = container(deployments.find((d) => d.metadata.name === "agl-store")!);
+    const storeService = services.find((s) => s.metadata.name === "agl-store")!;
+    const storePublic = `http://${storeService.metadata.name}:${storeService.spec.ports[0].port}`;
+    expect(store.args[store.args.indexOf("--public-url") + 1]).toBe(storePublic);
+    for (const c of [proxy, container(deployments.find((d) => d.metadata.name === "agl-worker")!)]) {
+      expect(c.args[c.args.indexOf("--store") + 1]).toBe(storePublic);
+    }
     // The worker's agent file sits in the mounted agents folder.
     const worker = container(deployments.find((d) => d.metadata.name === "agl-worker")!);
     const agent = worker.args[worker.args.indexOf("--agent") + 1];
