@@ -3,7 +3,7 @@ import { batchInputs, CausalMasks, checkLength, targetLogProbs, toRows } from ".
 import type { CausalLM, IdsInput, LayerKV, MaskInput } from "../model/causal-lm.js";
 import { addBias, embedRows, mm, mmNT } from "../model/ops.js";
 import type { ArchConfig } from "./hf-config.js";
-import { applyRotary, groupedAttention, rmsNorm, siluGate } from "./layers.js";
+import { applyRotary, groupBias, groupedAttention, rmsNorm, siluGate } from "./layers.js";
 import { type LoraSettings, type LoraWeights, loraTrainables } from "./lora-state.js";
 import { rotaryDim, rotaryTables } from "./rope.js";
 import type { FloatTensor } from "./safetensors.js";
@@ -225,13 +225,18 @@ export class PretrainedModel implements CausalLM {
       };
     }
     const rot = rotaryDim(this.arch.headDim, this.arch.rope);
-    const cos = new Float32Array(positions.length * rot);
-    const sin = new Float32Array(positions.length * rot);
-    positions.forEach((p, i) => {
+    // Rows at the same positions (no padding) share one [1,1,T,rot] table that broadcasts over the batch.
+    let rows = B;
+    if (B > 1 && positions.every((p, i) => p === positions[i % T])) rows = 1;
+    const n = rows * T;
+    const cos = new Float32Array(n * rot);
+    const sin = new Float32Array(n * rot);
+    for (let i = 0; i < n; i++) {
+      const p = positions[i] as number;
       cos.set(this.rope!.cos.subarray(p * rot, (p + 1) * rot), i * rot);
       sin.set(this.rope!.sin.subarray(p * rot, (p + 1) * rot), i * rot);
-    });
-    return { cos: tf.tensor4d(cos, [B, 1, T, rot]), sin: tf.tensor4d(sin, [B, 1, T, rot]) };
+    }
+    return { cos: tf.tensor4d(cos, [rows, 1, T, rot]), sin: tf.tensor4d(sin, [rows, 1, T, rot]) };
   }
 
   private linear(x: tf.Tensor, path: string, adapters: boolean): tf.Tensor {
@@ -260,6 +265,7 @@ export class PretrainedModel implements CausalLM {
     const a = this.arch;
     const { numHeads: H, numKvHeads: Hkv, headDim: dh, rmsNormEps: eps } = a;
     const { cos, sin } = this.rotary(positions, B, T);
+    const attnBias = groupBias(bias, H / Hkv);
     const heads = (t: tf.Tensor, n: number) => tf.reshape(t, [B, T, n, dh]);
     const toBHTD = (t: tf.Tensor) => tf.transpose(t, [0, 2, 1, 3]) as tf.Tensor4D;
     const kv: LayerKV[] = [];
@@ -283,7 +289,7 @@ export class PretrainedModel implements CausalLM {
         vr = tf.concat([prev.v, vr], 2);
       }
       kv.push({ k: kr, v: vr });
-      const attn = groupedAttention(qr, kr, vr, bias, 1 / Math.sqrt(dh));
+      const attn = groupedAttention(qr, kr, vr, attnBias, 1 / Math.sqrt(dh));
       const merged = tf.reshape(tf.transpose(attn, [0, 2, 1, 3]), [B * T, H * dh]);
       h = tf.add(h, this.linear(merged, `${p}.self_attn.o_proj`, adapters));
       const xn2 = rmsNorm(h, this.variable(`${p}.post_attention_layernorm.weight`), eps);
