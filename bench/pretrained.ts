@@ -184,7 +184,7 @@ async function main() {
     ).join("");
     const tokenizer = new Tokenizer({ chars });
     const maxTokens = quick ? 16 : 32;
-    const gen = [];
+    const gen: Awaited<ReturnType<typeof generation>>[] = [];
     for (const n of [1, 16]) {
       const r = await generation(model, tokenizer, n, maxTokens);
       gen.push(r);
