@@ -15,9 +15,9 @@ import { ppoUpdate } from "../ppo/step.js";
 import { oneTripletRollout } from "../ppo/test-support/rollouts.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";
+import { BaseModelView } from "./base-view.js";
 import { loadPretrained } from "./load.js";
 import { applyLora } from "./lora.js";
-import { BaseModelView } from "./pretrained-model.js";
 import { writeRandomCheckpoint } from "./random-checkpoint.js";
 
 /**
