@@ -10,7 +10,7 @@ const f32 = Math.fround;
 
 /** Number of dimensions of each head that rotate (the rest pass through). */
 export function rotaryDim(headDim: number, rope: RopeConfig): number {
-  return Math.round(headDim * rope.partialRotaryFactor);
+  return Math.floor(headDim * rope.partialRotaryFactor);
 }
 
 /** Inverse frequencies `[rotaryDim / 2]`. */
