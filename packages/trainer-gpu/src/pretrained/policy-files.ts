@@ -3,10 +3,11 @@ import { join } from "node:path";
 import type { CausalLM } from "../model/causal-lm.js";
 import { loadCheckpoint, type SaveCheckpointOptions, saveCheckpoint } from "../model/checkpoint.js";
 import { PolicyModel } from "../model/policy-model.js";
+import { BaseModelView } from "./base-view.js";
 import { exportPretrained } from "./export.js";
 import { loadPretrained } from "./load.js";
 import { ADAPTER_CONFIG_FILE, exportPeftAdapter, restorePeftAdapter } from "./peft.js";
-import { BaseModelView, PretrainedModel } from "./pretrained-model.js";
+import { PretrainedModel } from "./pretrained-model.js";
 
 /**
  * Saving and restoring a policy inside a training checkpoint, whatever its kind: the package's own
