@@ -41,6 +41,10 @@ const program = new Command()
   .option("--host <host>", "interface to listen on", "127.0.0.1")
   .option("--port <port>", "port (0 picks a free one)", intInRange(0, 65535), 4747)
   .option("--token <token>", "require this bearer token (default: $AGL_STORE_TOKEN; none = open)")
+  .option(
+    "--public-url <url>",
+    "URL clients on other machines use, logged at start (default: $AGL_STORE_PUBLIC_URL)",
+  )
   .option("--body-limit-mb <mb>", "largest request body", positiveNumber, 32)
   .option("--request-timeout-ms <ms>", "per-request deadline", positiveNumber, 60_000)
   .option(
@@ -73,11 +77,12 @@ const program = new Command()
       maxWaitSeconds: opts.maxWaitSeconds,
       logger,
       closeStore: true,
+      publicUrl: opts.publicUrl ?? (process.env.AGL_STORE_PUBLIC_URL || null),
     });
     if (opts.quiet) {
       // Keep the startup line even when quiet: scripts read the URL from it.
       process.stderr.write(
-        `${JSON.stringify({ level: "info", msg: "store server listening", url: server.url })}\n`,
+        `${JSON.stringify({ level: "info", msg: "store server listening", url: server.url, ...(server.publicUrl !== server.url ? { public_url: server.publicUrl } : {}) })}\n`,
       );
     }
     let stopping = false;
