@@ -20,8 +20,8 @@ export function sample<T>(items: readonly T[], k: number, random: RandomSource):
 
 /**
  * Endless batches over a dataset. With a batch at least as large as the dataset every batch is the whole
- * dataset in a new order; otherwise each item appears once per pass (reshuffled per pass) and a batch
- * that straddles two passes never holds the same item twice.
+ * dataset in a new order; otherwise each item appears once per pass (reshuffled per pass), a batch that
+ * straddles two passes never holds the same item twice, and an item that had to wait is drawn first next.
  */
 export function* batches<T>(dataset: readonly T[], batchSize: number, random: RandomSource): Generator<T[]> {
   if (dataset.length === 0) throw new RangeError("cannot draw batches from an empty dataset");
@@ -29,12 +29,22 @@ export function* batches<T>(dataset: readonly T[], batchSize: number, random: Ra
     for (;;) yield shuffled(dataset, random);
   }
   let batch: number[] = [];
+  // An item met again while still in the open batch goes to the front of the next pass instead of being lost.
+  let carried: number[] = [];
   for (;;) {
-    for (const index of shuffled(
-      dataset.map((_, i) => i),
-      random,
-    )) {
-      if (batch.includes(index)) continue;
+    const order = [
+      ...carried,
+      ...shuffled(
+        dataset.map((_, i) => i),
+        random,
+      ),
+    ];
+    carried = [];
+    for (const index of order) {
+      if (batch.includes(index)) {
+        carried.push(index);
+        continue;
+      }
       batch.push(index);
       if (batch.length === batchSize) {
         yield batch.map((i) => dataset[i]!);

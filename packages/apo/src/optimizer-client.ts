@@ -71,10 +71,15 @@ export class OptimizerClient {
     signal?: AbortSignal,
   ): Promise<OptimizerReply> {
     this.calls++;
+    // A signal of its own per call: the SDK never removes the listener it adds to the signal it is given,
+    // and the Trainer's signal lives for the whole run.
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
     try {
       const reply = await this.client.chat.completions.create(
         { model, messages, temperature: this.temperature },
-        signal ? { signal } : undefined,
+        { signal: controller.signal },
       );
       const content = reply.choices?.[0]?.message?.content;
       return { ok: true, text: typeof content === "string" ? content : null };
@@ -90,6 +95,8 @@ export class OptimizerClient {
       this.problems.add(problem);
       this.logger.warn(`apo: ${role} call to ${model} failed (${problem}): ${message}`);
       return { ok: false, problem, message };
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
     }
   }
 }
