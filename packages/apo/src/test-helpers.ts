@@ -42,8 +42,9 @@ export async function startMockWorld(
     respond: async (request) => {
       const model = request.body?.model;
       const role = model === "mock-critic" ? "gradient" : model === "mock-editor" ? "edit" : undefined;
-      if (role && script) {
-        const override = await script({ role, n: ++counts[role], request });
+      if (role) {
+        const n = ++counts[role];
+        const override = script ? await script({ role, n, request }) : undefined;
         if (override) return override;
       }
       return base(request);

@@ -1,0 +1,129 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { llm, promptTemplate, silentLogger, Trainer } from "@agl/core";
+import { SqliteLightningStore } from "@agl/store";
+import { afterEach, describe, expect, it } from "vitest";
+import { APO, type ApoOptions, type ApoResult } from "./apo.js";
+import { bestPrompt, loadPromptHistory } from "./history.js";
+import { mockArithmeticTasks } from "./mock-optimizer/index.js";
+import { arithmeticAgent, SEED_TEMPLATE, startMockWorld } from "./test-helpers.js";
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function setUp() {
+  const { server, counts } = await startMockWorld();
+  cleanups.push(() => server.close());
+  const dir = mkdtempSync(join(tmpdir(), "agl-apo-resume-"));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const dbPath = join(dir, "apo.db");
+  const run = async (options: ApoOptions, seed = SEED_TEMPLATE) => {
+    // A fresh store object per run, as after a restart of the process.
+    const store = new SqliteLightningStore(dbPath);
+    try {
+      const trainer = new Trainer({
+        logger: silentLogger,
+        store,
+        runnerConcurrency: 4,
+        pollIntervalMs: 5,
+        initialResources: {
+          main_llm: llm({ endpoint: server.baseURL, model: "mock-model", api_key: "none" }),
+          prompt_template: promptTemplate(seed),
+        },
+        algorithm: new APO({
+          baseURL: server.baseURL,
+          gradientModel: "mock-critic",
+          applyEditModel: "mock-editor",
+          gradientBatchSize: 4,
+          valBatchSize: 4,
+          beamWidth: 2,
+          branchFactor: 2,
+          pollIntervalMs: 50,
+          ...options,
+        }),
+      });
+      const { result } = await trainer.fit<unknown, ApoResult>(arithmeticAgent, mockArithmeticTasks(4), {
+        valDataset: mockArithmeticTasks(4, 20),
+      });
+      return result;
+    } finally {
+      await store.close();
+    }
+  };
+  return { dbPath, run, counts };
+}
+
+describe("resuming an APO run from its store", () => {
+  it("continues after the last completed round with the stored beam, versions and best", async () => {
+    const { dbPath, run, counts } = await setUp();
+    const first = await run({ beamRounds: 1 });
+    expect(first.resumedAfterRound).toBe(0);
+    const store = new SqliteLightningStore(dbPath);
+    const afterFirst = (await loadPromptHistory(store))!;
+    await store.close();
+    expect(afterFirst.completedRounds).toBe(1);
+    const gradientCallsBefore = counts.gradient;
+
+    const second = await run({ beamRounds: 2 });
+    expect(second.resumedAfterRound).toBe(1);
+    expect(second.rounds.map((r) => r.round)).toEqual([2]);
+    // No second seed validation: the seed's score comes from the store.
+    expect(second.initialScore).toBe(first.initialScore);
+    expect(counts.gradient - gradientCallsBefore).toBe(4);
+    // Round 2's parents are round 1's beam.
+    expect(new Set(second.rounds[0]!.parents)).toEqual(new Set(afterFirst.beam));
+    expect(second.best.score).toBeGreaterThanOrEqual(first.best.score);
+
+    const reopened = new SqliteLightningStore(dbPath);
+    const history = (await loadPromptHistory(reopened))!;
+    const versions = history.versions.map((v) => v.version);
+    expect(versions.filter((v) => v === "v0")).toHaveLength(1);
+    // Version numbers continue where the first run stopped.
+    const firstMax = Math.max(...afterFirst.versions.map((v) => Number(v.version.slice(1))));
+    for (const c of second.rounds[0]!.candidates) expect(Number(c.slice(1))).toBeGreaterThan(firstMax);
+    expect(history.completedRounds).toBe(2);
+    expect((await bestPrompt(reopened))!.version).toBe(second.best.version);
+    expect(await loadPromptHistory(reopened, { runId: "nope" })).toBeNull();
+    await reopened.close();
+
+    // Done already: resuming with the same number of rounds does nothing more.
+    const third = await run({ beamRounds: 2 });
+    expect(third.rounds).toEqual([]);
+    expect(third.best).toEqual(second.best);
+  });
+
+  it("refuses to overwrite a stored run, or to resume a run of another prompt", async () => {
+    const { run } = await setUp();
+    await run({ beamRounds: 0 });
+    await expect(run({ beamRounds: 0, resume: false })).rejects.toThrow(/already has an APO run "apo"/);
+    await expect(run({ beamRounds: 0 }, "Another prompt: {question}")).rejects.toThrow(
+      /optimises another prompt/,
+    );
+    await expect(
+      run({ beamRounds: 0, runId: "second" }, "Another prompt: {question}"),
+    ).resolves.toMatchObject({
+      runId: "second",
+    });
+  });
+
+  it("prints the history and the best prompt with the agl-apo CLI", async () => {
+    const { dbPath, run } = await setUp();
+    const result = await run({ beamRounds: 1 });
+    const cli = fileURLToPath(new URL("./cli.ts", import.meta.url));
+    const exec = (args: string[]) =>
+      spawnSync(process.execPath, ["--import", "tsx", cli, ...args], { encoding: "utf8", timeout: 60_000 });
+    const history = exec(["history", "--db", `sqlite:${dbPath}`]);
+    expect(history.status).toBe(0);
+    expect(history.stdout).toMatch(/^APO run "apo"/);
+    expect(history.stdout).toMatch(/^v0\s+-\s+0\s+/m);
+    expect(history.stdout).toContain("=== v0 (seed)");
+    const best = exec(["best", "--db", dbPath]);
+    expect(best.status).toBe(0);
+    expect(best.stdout.trimEnd()).toBe(result.best.template.template);
+  });
+});
