@@ -6,9 +6,10 @@ import { fileURLToPath } from "node:url";
 import { llm, promptTemplate, silentLogger, Trainer } from "@agl/core";
 import { SqliteLightningStore } from "@agl/store";
 import { afterEach, describe, expect, it } from "vitest";
-import { APO, type ApoOptions, type ApoResult } from "./apo.js";
+import { APO, type ApoResult } from "./apo.js";
 import { bestPrompt, loadPromptHistory } from "./history.js";
 import { mockArithmeticTasks } from "./mock-optimizer/index.js";
+import type { ApoOptions } from "./options.js";
 import { arithmeticAgent, SEED_TEMPLATE, startMockWorld } from "./test-helpers.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
