@@ -74,7 +74,9 @@ describe("APO with a misbehaving optimiser", () => {
       pollIntervalMs: 50,
       diversityTemperature: 0,
     });
-    const trainer = trainerWith(server.baseURL, apo);
+    const warnings: string[] = [];
+    const logger = { ...silentLogger, warn: (message: string) => warnings.push(message) };
+    const trainer = trainerWith(server.baseURL, apo, { logger });
     const { result } = await trainer.fit<unknown, ApoResult>(arithmeticAgent, mockArithmeticTasks(4), {
       valDataset: mockArithmeticTasks(4, 50),
     });
@@ -109,6 +111,10 @@ describe("APO with a misbehaving optimiser", () => {
       "api_error",
     ]);
     expect(history.problems).toEqual(result.problems);
+    // Each failure was logged where it happened, naming the step.
+    expect(warnings.filter((w) => /^apo: round 1 v0 branch \d: no candidate/.test(w))).toHaveLength(8);
+    expect(warnings.some((w) => /gradient call to mock-critic failed \(timeout\)/.test(w))).toBe(true);
+    expect(warnings.some((w) => /missing_variables: dropped \{question\}/.test(w))).toBe(true);
 
     // A rejected step is a failed rollout whose attempt says why, with the calls it made as spans.
     const steps = (await trainer.store.queryRollouts({ limit: -1 })).items.filter(
