@@ -5,7 +5,6 @@ import {
   type AlgorithmContext,
   InvalidArgumentError,
   LightningTracer,
-  type Logger,
   type NamedResources,
   type PromptTemplate,
   parseOptions,
@@ -16,30 +15,14 @@ import { batches, type RandomSource, sampleParents, selectBeam } from "./beam.js
 import { type BeamEntry, runCandidateStep, type StepEnvironment, type StepPlan } from "./candidate-step.js";
 import { type EvaluationJob, type EvaluationSettings, evaluateBatch } from "./evaluation.js";
 import { DEFAULT_EDIT_INSTRUCTIONS, DEFAULT_GRADIENT_INSTRUCTIONS } from "./instructions.js";
-import { Journal, type PromptHistory, type ScoreEntry, versionNumber } from "./journal.js";
+import { Journal, type ScoreEntry } from "./journal.js";
 import { OptimizerClient } from "./optimizer-client.js";
 import { type ApoOptions, ApoOptionsSchema, type ResolvedApoOptions } from "./options.js";
 import { ProblemCounter, type ProblemCounts } from "./problems.js";
+import { type ApoRoundReport, logRound, mapPool } from "./round-report.js";
+import { openRun } from "./run-state.js";
 import { Stopwatch } from "./stopwatch.js";
 import { templateVariables } from "./template-check.js";
-
-export interface ApoRoundReport {
-  round: number;
-  parents: string[];
-  /** New versions made this round. */
-  candidates: string[];
-  /** The beam after the round, best first, with the scores it was selected by. */
-  beam: Array<{ version: string; score: number }>;
-  leader: { version: string; score: number };
-  optimizerCalls: number;
-  rollouts: number;
-  problems: ProblemCounts;
-  wallMs: number;
-  /** Time spent waiting on optimiser calls and rollouts (overlaps counted once). */
-  waitedMs: number;
-  /** wallMs - waitedMs: APO's own work (store writes, bookkeeping, adapters). */
-  overheadMs: number;
-}
 
 export interface ApoResult {
   runId: string;
@@ -67,6 +50,8 @@ export interface ApoResult {
  * The agent reads the template through `context.promptTemplate` (or `context.resources[name]`). Versions,
  * scores and the optimiser's traced calls are kept in the store: see `loadPromptHistory`/`bestPrompt`.
  */
+export type { ApoRoundReport };
+
 export class APO<T = unknown> implements Algorithm<T, ApoResult> {
   readonly name = "APO";
   private readonly opts: ResolvedApoOptions;
@@ -85,6 +70,7 @@ export class APO<T = unknown> implements Algorithm<T, ApoResult> {
   async run(ctx: AlgorithmContext<T>): Promise<ApoResult> {
     const o = this.opts;
     const { store, logger, signal } = ctx;
+    this.best = undefined;
     const random: RandomSource = o.random ?? Math.random;
     const { resourceName, seed } = this.seedPrompt(ctx.initialResources);
     const requiredVariables = templateVariables(seed.template, seed.engine);
@@ -135,65 +121,11 @@ export class APO<T = unknown> implements Algorithm<T, ApoResult> {
     });
 
     // --- the beam to start from: a stored run under this id, else the seed
-    const stored = await journal.load();
-    if (stored && !o.resume) {
-      throw new InvalidArgumentError(
-        "apo.runId",
-        `the store already has an APO run "${o.runId}"; resume it or pick another runId`,
-      );
-    }
-    const entries = new Map<string, BeamEntry>();
-    let versionCounter = 0;
-    let initialScore: number | null = null;
-    let beam: BeamEntry[];
-    let completedRounds = 0;
-    if (stored) {
-      this.checkResumable(stored, resourceName, seed);
-      for (const v of stored.versions) {
-        entries.set(v.version, {
-          version: v.version,
-          resourcesId: v.resourcesId,
-          template: v.template,
-          score: v.score,
-        });
-        versionCounter = Math.max(versionCounter, versionNumber(v.version) + 1);
-      }
-      beam = stored.beam.map((v) => entries.get(v)).filter((e): e is BeamEntry => e !== undefined);
-      completedRounds = stored.completedRounds;
-      const bestEntry = stored.best ? entries.get(stored.best.version) : undefined;
-      if (bestEntry && stored.best) this.best = { ...stored.best, template: bestEntry.template };
-      initialScore = stored.versions[0]?.scores.find((s) => s.round === 0)?.score ?? null;
-      logger.info(`apo: resuming run "${o.runId}" after round ${completedRounds} (${entries.size} versions)`);
-    } else {
-      const v0: BeamEntry = {
-        version: "v0",
-        resourcesId: journal.resourcesIdOf("v0"),
-        template: seed,
-        score: null,
-      };
-      versionCounter = 1;
-      entries.set("v0", v0);
-      await store.updateResources(v0.resourcesId, { ...baseResources, [resourceName]: seed });
-      await journal.createRun({
-        resource_name: resourceName,
-        completed_rounds: 0,
-        beam: ["v0"],
-        best: null,
-        problems: {},
-      });
-      await journal.recordSeed({
-        version: "v0",
-        resources_id: v0.resourcesId,
-        parent: null,
-        round: 0,
-        branch: null,
-        gradient_instruction: null,
-        edit_instruction: null,
-        critique: null,
-        scores: [],
-      });
-      beam = [v0];
-    }
+    const state = await openRun(journal, { seed, resourceName, baseResources, resume: o.resume, logger });
+    const { entries, stored } = state;
+    let { beam, versionCounter, initialScore } = state;
+    const { completedRounds } = state;
+    if (state.best) this.best = state.best;
     this.best ??= { version: beam[0]!.version, score: Number.NEGATIVE_INFINITY, template: beam[0]!.template };
 
     const rounds: ApoRoundReport[] = [];
@@ -230,7 +162,9 @@ export class APO<T = unknown> implements Algorithm<T, ApoResult> {
     let stopped = false;
 
     try {
-      if (!stored && o.runInitialValidation) {
+      // A resumed run that stopped before its seed was scored scores it now.
+      const seedScored = stored?.versions[0]?.scores.some((s) => s.round === 0) ?? false;
+      if (o.runInitialValidation && completedRounds === 0 && !seedScored) {
         const [seedResult] = await evaluateBatch(
           [{ version: "v0", resourcesId: beam[0]!.resourcesId, tasks: valDataset }],
           evalSettings("val_full", 0),
@@ -390,16 +324,6 @@ export class APO<T = unknown> implements Algorithm<T, ApoResult> {
     }
     return { resourceName: found[0], seed: found[1] };
   }
-
-  private checkResumable(stored: PromptHistory, resourceName: string, seed: PromptTemplate): void {
-    const v0 = stored.versions.find((v) => v.version === "v0");
-    if (stored.resourceName !== resourceName || !v0 || v0.template.template !== seed.template) {
-      throw new InvalidArgumentError(
-        "apo.runId",
-        `run "${stored.runId}" in the store optimises another prompt (resource "${stored.resourceName}"); use another runId`,
-      );
-    }
-  }
 }
 
 /** The Trainer's adapter when it turns spans into messages (e.g. a configured TraceToMessages). */
@@ -408,33 +332,4 @@ function isMessagesAdapter(adapter: unknown): adapter is TraceToMessages {
     adapter instanceof TraceToMessages ||
     (adapter as { name?: unknown } | undefined)?.name === "TraceToMessages"
   );
-}
-
-function logRound(logger: Logger, r: ApoRoundReport): void {
-  const problems = Object.entries(r.problems)
-    .map(([k, v]) => `${k}=${v}`)
-    .join(" ");
-  logger.info(
-    `apo: round ${r.round}: beam ${r.beam.map((b) => `${b.version}:${b.score.toFixed(3)}`).join(" ")}; ` +
-      `leader ${r.leader.version} ${r.leader.score.toFixed(3)} on full val; ${r.candidates.length} new, ` +
-      `${r.optimizerCalls} optimiser calls, ${r.rollouts} rollouts${problems ? `; problems: ${problems}` : ""}`,
-  );
-}
-
-/** `fn` over `items`, at most `limit` at a time, results in input order. */
-async function mapPool<I, R>(
-  items: readonly I[],
-  limit: number,
-  fn: (item: I, index: number) => Promise<R>,
-): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!, i);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
 }
