@@ -92,7 +92,7 @@ async function main(): Promise<void> {
     console.log(`[apo-agent] optimiser problems: ${problems.map(([k, v]) => `${k}=${v}`).join(" ")}`);
   console.log(`[apo-agent] best prompt:\n${result.best.template.template}`);
   console.log(
-    `[apo-agent] ${((performance.now() - t0) / 1000).toFixed(1)} s; history: pnpm exec agl-apo history --db ${db} --run-id ${result.runId}`,
+    `[apo-agent] ${((performance.now() - t0) / 1000).toFixed(1)} s; history: agl-apo history --db ${db} --run-id ${result.runId}`,
   );
 }
 
