@@ -21,6 +21,7 @@ describe("APO end to end (scripted optimiser, prompt-sensitive agent)", () => {
       return undefined;
     });
     closers.push(() => server.close());
+    let apo: APO;
     const trainer = new Trainer({
       logger: silentLogger,
       nRunners: 2,
@@ -30,7 +31,7 @@ describe("APO end to end (scripted optimiser, prompt-sensitive agent)", () => {
         main_llm: llm({ endpoint: server.baseURL, model: "mock-model", api_key: "none" }),
         prompt_template: promptTemplate(SEED_TEMPLATE),
       },
-      algorithm: new APO({
+      algorithm: (apo = new APO({
         baseURL: server.baseURL,
         apiKey: "none",
         gradientModel: "mock-critic",
@@ -43,7 +44,7 @@ describe("APO end to end (scripted optimiser, prompt-sensitive agent)", () => {
         beamRounds: 3,
         maxRetries: 2,
         pollIntervalMs: 50,
-      }),
+      })),
     });
     const train = mockArithmeticTasks(4);
     const val = mockArithmeticTasks(8, 100);
@@ -53,6 +54,7 @@ describe("APO end to end (scripted optimiser, prompt-sensitive agent)", () => {
     expect(result.best.score).toBe(1);
     for (const fix of Object.values(FIXES)) expect(result.best.template.template).toContain(fix);
     expect(result.best.template.template).toContain("{question}");
+    expect(apo!.bestPrompt()).toEqual(result.best.template);
     expect(result.rounds).toHaveLength(3);
     expect(result.stopped).toBe(false);
     expect(result.problems.rate_limited).toBe(1);

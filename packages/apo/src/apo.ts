@@ -18,8 +18,9 @@ import { DEFAULT_EDIT_INSTRUCTIONS, DEFAULT_GRADIENT_INSTRUCTIONS } from "./inst
 import { Journal, type ScoreEntry } from "./journal.js";
 import { OptimizerClient } from "./optimizer-client.js";
 import { type ApoOptions, ApoOptionsSchema, type ResolvedApoOptions } from "./options.js";
+import { mapPool } from "./pool.js";
 import { ProblemCounter, type ProblemCounts } from "./problems.js";
-import { type ApoRoundReport, logRound, mapPool } from "./round-report.js";
+import { type ApoRoundReport, logRound } from "./round-report.js";
 import { openRun } from "./run-state.js";
 import { Stopwatch } from "./stopwatch.js";
 import { templateVariables } from "./template-check.js";

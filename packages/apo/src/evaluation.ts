@@ -11,6 +11,7 @@ import {
 import { meanReward } from "./beam.js";
 import type { Experiment } from "./instructions.js";
 import { APO_METADATA_KEY } from "./journal.js";
+import { mapPool } from "./pool.js";
 import type { ProblemCounter } from "./problems.js";
 import type { Stopwatch } from "./stopwatch.js";
 
@@ -93,35 +94,32 @@ export async function evaluateBatch<T>(
       ),
     );
   }
+  // Read every rollout's spans, a few at a time (a remote store answers each over HTTP).
+  const experiments = await mapPool(ids, 16, async (id): Promise<Experiment> => {
+    const status = finished.get(id);
+    if (status === undefined) return { status: "timeout", reward: null, conversations: [] };
+    if (status !== "succeeded") settings.problems.add("rollout_failed");
+    const spans = (await store.querySpans(id, { attemptId: "latest" })).items;
+    return {
+      status,
+      reward: findFinalReward(spans),
+      conversations: settings.toMessages ? safeMessages(settings, spans, id) : [],
+    };
+  });
   const results: EvaluationResult[] = [];
   let offset = 0;
   for (const job of jobs) {
-    const jobIds = ids.slice(offset, offset + job.tasks.length);
-    offset += job.tasks.length;
-    const experiments: Experiment[] = [];
-    for (const id of jobIds) {
-      const status = finished.get(id);
-      if (status === undefined) {
-        experiments.push({ status: "timeout", reward: null, conversations: [] });
-        continue;
-      }
-      if (status !== "succeeded") settings.problems.add("rollout_failed");
-      const spans = (await store.querySpans(id, { attemptId: "latest" })).items;
-      experiments.push({
-        status,
-        reward: findFinalReward(spans),
-        conversations: settings.toMessages ? safeMessages(settings, spans, id) : [],
-      });
-    }
+    const jobExperiments = experiments.slice(offset, offset + job.tasks.length);
     results.push({
       version: job.version,
       score: meanReward(
-        experiments.map((e) => e.reward),
+        jobExperiments.map((e) => e.reward),
         job.tasks.length,
       ),
-      experiments,
-      rolloutIds: jobIds,
+      experiments: jobExperiments,
+      rolloutIds: ids.slice(offset, offset + job.tasks.length),
     });
+    offset += job.tasks.length;
   }
   return results;
 }

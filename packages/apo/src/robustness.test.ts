@@ -70,7 +70,7 @@ describe("APO with a misbehaving optimiser", () => {
       beamRounds: 1,
       parallelSteps: 1,
       maxRetries: 1,
-      callTimeoutMs: 300,
+      callTimeoutMs: 1500,
       pollIntervalMs: 50,
       diversityTemperature: 0,
     });
@@ -145,7 +145,7 @@ describe("APO with a misbehaving optimiser", () => {
     const apo = new APO({
       baseURL: server.baseURL,
       beamRounds: 0,
-      rolloutBatchTimeoutSeconds: 0.5,
+      rolloutBatchTimeoutSeconds: 3,
       pollIntervalMs: 50,
     });
     const trainer = trainerWith(server.baseURL, apo, { gracePeriodMs: 50 });
