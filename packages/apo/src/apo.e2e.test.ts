@@ -1,3 +1,4 @@
+import { TraceToMessages } from "@agl/adapter";
 import { llm, promptTemplate, silentLogger, Trainer } from "@agl/core";
 import { afterEach, describe, expect, it } from "vitest";
 import { APO, type ApoResult } from "./apo.js";
@@ -83,6 +84,12 @@ describe("APO end to end (scripted optimiser, prompt-sensitive agent)", () => {
     const spans = (await store.querySpans(made.rolloutId)).items;
     const models = spans.map((s) => s.attributes["gen_ai.request.model"]).sort();
     expect(models).toEqual(["mock-critic", "mock-editor"]);
+    // Readable like any agent's calls: the edit request carries the critique the version came from.
+    const calls = new TraceToMessages().adapt(spans);
+    expect(calls).toHaveLength(2);
+    const editCall = calls.find((c) => JSON.stringify(c.messages).includes("<prompt>"))!;
+    expect(String(editCall.messages[1]!.content)).toContain(made.critique!.slice(0, 60));
+    expect(String(editCall.messages.at(-1)!.content)).toContain(made.template.template);
     const rollout = await store.getRolloutById(made.rolloutId);
     expect(rollout!.status).toBe("succeeded");
     expect(rollout!.metadata![APO_METADATA_KEY]).toMatchObject({ kind: "version", version: made.version });
