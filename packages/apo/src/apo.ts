@@ -19,7 +19,7 @@ import { Journal, type ScoreEntry } from "./journal.js";
 import { OptimizerClient } from "./optimizer-client.js";
 import { type ApoOptions, ApoOptionsSchema, type ResolvedApoOptions } from "./options.js";
 import { mapPool } from "./pool.js";
-import { ProblemCounter, type ProblemCounts } from "./problems.js";
+import { addCounts, ProblemCounter, type ProblemCounts } from "./problems.js";
 import { type ApoRoundReport, logRound } from "./round-report.js";
 import { openRun } from "./run-state.js";
 import { Stopwatch } from "./stopwatch.js";
@@ -127,6 +127,8 @@ export class APO<T = unknown> implements Algorithm<T, ApoResult> {
     let { beam, versionCounter, initialScore } = state;
     const { completedRounds } = state;
     if (state.best) this.best = state.best;
+    // The run record keeps the counts of every session of a resumed run.
+    const runProblems = () => addCounts(stored?.problems ?? {}, problems.snapshot());
     this.best ??= { version: beam[0]!.version, score: Number.NEGATIVE_INFINITY, template: beam[0]!.template };
 
     const rounds: ApoRoundReport[] = [];
@@ -181,7 +183,7 @@ export class APO<T = unknown> implements Algorithm<T, ApoResult> {
         this.best = { version: "v0", score: initialScore, template: seed };
         await journal.updateRun({
           best: { version: "v0", score: initialScore },
-          problems: problems.snapshot(),
+          problems: runProblems(),
         });
         logger.info(
           `apo: seed v0 scores ${initialScore.toFixed(3)} on ${valDataset.length} validation tasks`,
@@ -267,7 +269,7 @@ export class APO<T = unknown> implements Algorithm<T, ApoResult> {
           completed_rounds: round,
           beam: beam.map((e) => e.version),
           best: { version: this.best.version, score: this.best.score },
-          problems: problems.snapshot(),
+          problems: runProblems(),
         });
 
         const wallMs = performance.now() - started;
@@ -292,6 +294,9 @@ export class APO<T = unknown> implements Algorithm<T, ApoResult> {
       if (!(AbortedError.isInstance(error) || signal.aborted)) throw error;
       stopped = true;
       logger.warn(`apo: stopped during the run; best so far ${this.best.version}`);
+    } finally {
+      // Every step flushed its spans; this releases the tracer's provider.
+      await tracer.shutdown();
     }
 
     const best =

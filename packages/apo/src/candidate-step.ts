@@ -1,4 +1,11 @@
-import type { LightningTracer, Logger, NamedResources, PromptTemplate } from "@agl/core";
+import type {
+  AttemptedRollout,
+  LightningTracer,
+  Logger,
+  NamedResources,
+  PromptTemplate,
+  RolloutTrace,
+} from "@agl/core";
 import { promptTemplate } from "@agl/core";
 import { type RandomSource, sample } from "./beam.js";
 import type { EditInstruction, Experiment, GradientInstruction } from "./instructions.js";
@@ -58,14 +65,40 @@ export interface StepPlan {
  * counted and recorded with its reason).
  */
 export async function runCandidateStep(env: StepEnvironment, plan: StepPlan): Promise<BeamEntry | null> {
-  const { journal } = env;
-  const { parent } = plan;
-  const record = await journal.startStep({ parent: parent.version, round: plan.round, branch: plan.branch });
+  const record = await env.journal.startStep({
+    parent: plan.parent.version,
+    round: plan.round,
+    branch: plan.branch,
+  });
   const trace = env.tracer.traceAttempt({
     rolloutId: record.rollout_id,
     attemptId: record.attempt.attempt_id,
-    store: journal.store,
+    store: env.journal.store,
   });
+  try {
+    return await optimise(env, plan, record, trace);
+  } catch (error) {
+    // Stopped (or the store failed) mid-step: close the step's attempt rather than leave it running.
+    await trace.flush().catch(() => {});
+    const message = error instanceof Error ? error.message : String(error);
+    await env.journal.store
+      .updateAttempt(record.rollout_id, record.attempt.attempt_id, {
+        status: "failed",
+        metadata: { error: { message: `step interrupted: ${message}` } },
+      })
+      .catch(() => {});
+    throw error;
+  }
+}
+
+async function optimise(
+  env: StepEnvironment,
+  plan: StepPlan,
+  record: AttemptedRollout,
+  trace: RolloutTrace,
+): Promise<BeamEntry | null> {
+  const { journal } = env;
+  const { parent } = plan;
   const where = `round ${plan.round} ${parent.version} branch ${plan.branch}`;
   const reject = async (reason: RejectedRecord["reason"], detail: string, count: boolean) => {
     if (count) env.problems.add(reason);

@@ -44,3 +44,10 @@ export class ProblemCounter {
     return out;
   }
 }
+
+/** The sum of two sets of counts (e.g. a resumed run's stored counts and this run's). */
+export function addCounts(a: ProblemCounts, b: ProblemCounts): ProblemCounts {
+  const out: ProblemCounts = { ...a };
+  for (const [k, v] of Object.entries(b) as Array<[ApoProblem, number]>) out[k] = (out[k] ?? 0) + v;
+  return out;
+}

@@ -88,6 +88,10 @@ describe("resuming an APO run from its store", () => {
     const firstMax = Math.max(...afterFirst.versions.map((v) => Number(v.version.slice(1))));
     for (const c of second.rounds[0]!.candidates) expect(Number(c.slice(1))).toBeGreaterThan(firstMax);
     expect(history.completedRounds).toBe(2);
+    // The run record counts the problems of both sessions.
+    expect(history.problems.duplicate ?? 0).toBe(
+      (first.problems.duplicate ?? 0) + (second.problems.duplicate ?? 0),
+    );
     expect((await bestPrompt(reopened))!.version).toBe(second.best.version);
     expect(await loadPromptHistory(reopened, { runId: "nope" })).toBeNull();
     await reopened.close();

@@ -157,6 +157,33 @@ describe("APO with a misbehaving optimiser", () => {
     expect(cancelled.map((r) => r.input.question)).toEqual([stuck]);
   });
 
+  it("returns the best so far when the Trainer is stopped mid-round", async () => {
+    const controller = new AbortController();
+    // Stop while the first critique is in flight.
+    const { server } = await startMockWorld(({ role }) => {
+      if (role === "gradient") controller.abort();
+      return undefined;
+    });
+    closers.push(() => server.close());
+    const apo = new APO({ baseURL: server.baseURL, gradientModel: "mock-critic", pollIntervalMs: 50 });
+    const trainer = trainerWith(server.baseURL, apo, { gracePeriodMs: 50 });
+    const tasks = mockArithmeticTasks(4);
+    const { result } = await trainer.fit<unknown, ApoResult>(arithmeticAgent, tasks, {
+      valDataset: tasks,
+      signal: controller.signal,
+    });
+    expect(result.stopped).toBe(true);
+    expect(result.rounds).toEqual([]);
+    expect(result.best).toMatchObject({ version: "v0", score: 0 });
+    expect(apo.bestPrompt().template).toBe(SEED_TEMPLATE);
+    // The interrupted step is closed, not left running.
+    const steps = (await trainer.store.queryRollouts({ limit: -1 })).items.filter(
+      (r) => r.metadata?.[APO_METADATA_KEY]?.kind === "step",
+    );
+    expect(steps.length).toBeGreaterThan(0);
+    for (const step of steps) expect(step.status).toBe("failed");
+  });
+
   it("rejects bad set-ups with errors that name the field", async () => {
     const apo = new APO({ beamRounds: 0 });
     const trainer = new Trainer({ logger: silentLogger, algorithm: apo, initialResources: {} });
