@@ -4,8 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { llm, promptTemplate, silentLogger, Trainer } from "@agl/core";
-import { SqliteLightningStore } from "@agl/store";
+import { openStore } from "@agl/store";
 import { afterEach, describe, expect, it } from "vitest";
+import { createTestDatabase } from "../../../test/support/postgres.js";
 import { APO, type ApoResult } from "./apo.js";
 import { bestPrompt, loadPromptHistory } from "./history.js";
 import { mockArithmeticTasks } from "./mock-optimizer/index.js";
@@ -17,15 +18,27 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function setUp() {
-  const { server, counts } = await startMockWorld();
-  cleanups.push(() => server.close());
+type Backend = "sqlite" | "postgres";
+
+/** A store URI of each backend, fresh per test. */
+async function storeUri(backend: Backend): Promise<string> {
+  if (backend === "postgres") {
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    return db.url;
+  }
   const dir = mkdtempSync(join(tmpdir(), "agl-apo-resume-"));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  const dbPath = join(dir, "apo.db");
+  return `sqlite:${join(dir, "apo.db")}`;
+}
+
+async function setUp(backend: Backend = "sqlite") {
+  const { server, counts } = await startMockWorld();
+  cleanups.push(() => server.close());
+  const uri = await storeUri(backend);
   const run = async (options: ApoOptions, seed = SEED_TEMPLATE) => {
     // A fresh store object per run, as after a restart of the process.
-    const store = new SqliteLightningStore(dbPath);
+    const store = await openStore(uri);
     try {
       const trainer = new Trainer({
         logger: silentLogger,
@@ -56,15 +69,15 @@ async function setUp() {
       await store.close();
     }
   };
-  return { dbPath, run, counts };
+  return { uri, run, counts };
 }
 
-describe("resuming an APO run from its store", () => {
+describe.each(["sqlite", "postgres"] as const)("resuming an APO run from its store (%s)", (backend) => {
   it("continues after the last completed round with the stored beam, versions and best", async () => {
-    const { dbPath, run, counts } = await setUp();
+    const { uri, run, counts } = await setUp(backend);
     const first = await run({ beamRounds: 1 });
     expect(first.resumedAfterRound).toBe(0);
-    const store = new SqliteLightningStore(dbPath);
+    const store = await openStore(uri);
     const afterFirst = (await loadPromptHistory(store))!;
     await store.close();
     expect(afterFirst.completedRounds).toBe(1);
@@ -80,7 +93,7 @@ describe("resuming an APO run from its store", () => {
     expect(new Set(second.rounds[0]!.parents)).toEqual(new Set(afterFirst.beam));
     expect(second.best.score).toBeGreaterThanOrEqual(first.best.score);
 
-    const reopened = new SqliteLightningStore(dbPath);
+    const reopened = await openStore(uri);
     const history = (await loadPromptHistory(reopened))!;
     const versions = history.versions.map((v) => v.version);
     expect(versions.filter((v) => v === "v0")).toHaveLength(1);
@@ -103,7 +116,7 @@ describe("resuming an APO run from its store", () => {
   });
 
   it("refuses to overwrite a stored run, or to resume a run of another prompt", async () => {
-    const { run } = await setUp();
+    const { run } = await setUp(backend);
     await run({ beamRounds: 0 });
     await expect(run({ beamRounds: 0, resume: false })).rejects.toThrow(/already has an APO run "apo"/);
     await expect(run({ beamRounds: 0 }, "Another prompt: {question}")).rejects.toThrow(
@@ -115,14 +128,17 @@ describe("resuming an APO run from its store", () => {
       runId: "second",
     });
   });
+});
 
-  it("prints the history and the best prompt with the agl-apo CLI", async () => {
-    const { dbPath, run } = await setUp();
+describe("agl-apo CLI", () => {
+  it("prints the history and the best prompt of a run in a SQLite store", async () => {
+    const { uri, run } = await setUp("sqlite");
+    const dbPath = uri.slice("sqlite:".length);
     const result = await run({ beamRounds: 1 });
     const cli = fileURLToPath(new URL("./cli.ts", import.meta.url));
     const exec = (args: string[]) =>
       spawnSync(process.execPath, ["--import", "tsx", cli, ...args], { encoding: "utf8", timeout: 60_000 });
-    const history = exec(["history", "--db", `sqlite:${dbPath}`]);
+    const history = exec(["history", "--db", uri]);
     expect(history.status).toBe(0);
     expect(history.stdout).toMatch(/^APO run "apo"/);
     expect(history.stdout).toMatch(/^v0\s+-\s+0\s+/m);
