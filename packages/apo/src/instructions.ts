@@ -45,22 +45,37 @@ export interface EditInstruction {
   messages(input: EditInput): ChatTurn[];
 }
 
-/** The conversation of one experiment as plain text: `[role] content` lines, tool calls spelled out. */
+/**
+ * The conversations of one experiment as plain text: `[role] content` lines, tool calls spelled out. A call
+ * whose messages the next call repeats (a growing chat) is shown only through that next call.
+ */
 export function renderConversation(conversations: readonly MessagesExample[], maxChars: number): string {
-  // The last call usually carries the whole context; earlier calls add only what it dropped.
-  const last = conversations.at(-1);
-  if (!last) return "(no LLM call was recorded)";
-  const lines = last.messages.map((m) => {
-    const content =
-      typeof m.content === "string" ? m.content : m.content == null ? "" : JSON.stringify(m.content);
-    const calls = (m.tool_calls ?? []).map((c) => `\n  -> ${c.function.name}(${c.function.arguments})`);
-    return `[${m.role}] ${content}${calls.join("")}`;
+  if (conversations.length === 0) return "(no LLM call was recorded)";
+  const shown = conversations.filter((call, i) => {
+    const next = conversations[i + 1];
+    return !next || !isPrefix(call.messages, next.messages);
   });
-  const head = conversations.length > 1 ? `(${conversations.length} LLM calls; the last one shown)\n` : "";
-  const text = head + lines.join("\n");
+  const text = shown
+    .map((call, i) => {
+      const lines = call.messages.map((m) => {
+        const content =
+          typeof m.content === "string" ? m.content : m.content == null ? "" : JSON.stringify(m.content);
+        const calls = (m.tool_calls ?? []).map((c) => `\n  -> ${c.function.name}(${c.function.arguments})`);
+        return `[${m.role}] ${content}${calls.join("")}`;
+      });
+      return (shown.length > 1 ? `--- LLM call ${i + 1} of ${shown.length}\n` : "") + lines.join("\n");
+    })
+    .join("\n");
   if (text.length <= maxChars) return text;
   const keep = Math.max(0, maxChars - 40);
   return `${text.slice(0, Math.ceil(keep / 2))}\n[... ${text.length - keep} characters cut ...]\n${text.slice(text.length - Math.floor(keep / 2))}`;
+}
+
+function isPrefix(
+  a: readonly MessagesExample["messages"][number][],
+  b: readonly MessagesExample["messages"][number][],
+): boolean {
+  return a.length <= b.length && a.every((m, i) => JSON.stringify(m) === JSON.stringify(b[i]));
 }
 
 function outcome(e: Experiment): string {
