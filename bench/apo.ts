@@ -52,6 +52,9 @@ interface Config {
 
 interface Measurement {
   wallS: number;
+  /** User + system CPU of this process (runners, agent, mock server, APO): robust to other load. */
+  cpuS: number;
+  cpuMsPerRollout: number;
   rollouts: number;
   rolloutsPerS: number;
   optimizerCallsPerRound: number;
@@ -127,9 +130,12 @@ async function runApo(config: Config, seed: number): Promise<Measurement> {
       random: lcg(seed),
     });
     const t0 = performance.now();
+    const c0 = process.cpuUsage();
     const { result } = await trainer(baseURL, store, apo).fit<unknown, ApoResult>(apoAgent, train, {
       valDataset: val,
     });
+    const cpu = process.cpuUsage(c0);
+    const cpuS = (cpu.user + cpu.system) / 1e6;
     const wallS = (performance.now() - t0) / 1000;
     const rounds = result.rounds;
     const mean = (f: (r: ApoResult["rounds"][number]) => number) =>
@@ -137,6 +143,8 @@ async function runApo(config: Config, seed: number): Promise<Measurement> {
     const roundRollouts = rounds.reduce((s, r) => s + r.rollouts, 0);
     return {
       wallS,
+      cpuS,
+      cpuMsPerRollout: (cpuS * 1000) / result.rollouts,
       rollouts: result.rollouts,
       rolloutsPerS: result.rollouts / wallS,
       optimizerCallsPerRound: mean((r) => r.optimizerCalls),
@@ -152,13 +160,18 @@ async function runBaseline(rollouts: number, latencyMs: number): Promise<Measure
   return withWorld({ store: "memory", latencyMs }, async (baseURL) => {
     const tasks = Array.from({ length: rollouts }, (_, i) => train[i % train.length]!);
     const t0 = performance.now();
+    const c0 = process.cpuUsage();
     await trainer(baseURL, undefined, new Baseline({ maxQueueLength: 64, pollIntervalMs: 100 })).fit(
       apoAgent,
       tasks,
     );
+    const cpu = process.cpuUsage(c0);
+    const cpuS = (cpu.user + cpu.system) / 1e6;
     const wallS = (performance.now() - t0) / 1000;
     return {
       wallS,
+      cpuS,
+      cpuMsPerRollout: (cpuS * 1000) / rollouts,
       rollouts,
       rolloutsPerS: rollouts / wallS,
       optimizerCallsPerRound: 0,
@@ -237,17 +250,21 @@ const md = [
   "",
   `Load average at the end: ${summary.loadAverage.map((x) => x.toFixed(1)).join(" / ")} (shared machine).`,
   "",
-  "| configuration | rollouts | wall s | rollouts/s | optimiser calls / round | candidates / round | round wall s | APO overhead ms / round | overhead ms / rollout |",
-  "|---|---|---|---|---|---|---|---|---|",
+  "| configuration | rollouts | wall s | rollouts/s | cpu s | cpu ms / rollout | optimiser calls / round | candidates / round | round wall s | APO overhead ms / round | overhead ms / rollout |",
+  "|---|---|---|---|---|---|---|---|---|---|---|",
   ...rows.map(
     ({ name, median: m }) =>
-      `| ${name} | ${f(m.rollouts)} | ${f(m.wallS, 2)} | ${f(m.rolloutsPerS)} | ${f(m.optimizerCallsPerRound)} | ${f(m.candidatesPerRound)} | ${f(m.roundWallS, 2)} | ${f(m.overheadMsPerRound)} | ${f(m.overheadMsPerRollout, 2)} |`,
+      `| ${name} | ${f(m.rollouts)} | ${f(m.wallS, 2)} | ${f(m.rolloutsPerS)} | ${f(m.cpuS, 2)} | ${f(m.cpuMsPerRollout, 2)} | ${f(m.optimizerCallsPerRound)} | ${f(m.candidatesPerRound)} | ${f(m.roundWallS, 2)} | ${f(m.overheadMsPerRound)} | ${f(m.overheadMsPerRollout, 2)} |`,
   ),
   "",
   "Overhead = a round's wall time minus the time APO waited on optimiser calls or rollouts (overlaps counted once),",
   "i.e. APO's own work: enqueueing, store writes of versions/records/scores, reading spans and turning them into",
   "conversations for the critic, selection. The control runs the same number of rollouts with no optimisation,",
   "so rollouts/s of APO against the control shows what the optimisation loop costs in throughput.",
+  "CPU time is this process's user+system time for the whole run (runners, agent, mock server and APO all run in it);",
+  "unlike wall time it does not grow with other processes' load, so cpu ms / rollout against the control is the robust",
+  `measure of APO's cost: ${f(rows[0]!.median.cpuMsPerRollout, 2)} vs ${f(rows[rows.length - 2]!.median.cpuMsPerRollout, 2)} ms per rollout (memory store, no latency), ` +
+    `${f(rows[0]!.median.cpuMsPerRollout / rows[rows.length - 2]!.median.cpuMsPerRollout, 2)}x.`,
   "",
 ].join("\n");
 writeFileSync(join(here, "results", "apo.md"), md);
