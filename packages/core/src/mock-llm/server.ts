@@ -8,6 +8,8 @@ export interface MockReply {
   content?: string | null;
   tool_calls?: Array<{ id?: string; name: string; arguments: string }>;
   finish_reason?: string;
+  /** Answer the whole request with this HTTP error instead (e.g. 429 with `retry-after-ms`). */
+  error?: { status: number; message?: string; type?: string; headers?: Record<string, string> };
 }
 
 export interface MockRequestInfo {
@@ -85,6 +87,11 @@ export async function startMockLLMServer(input: MockLLMServerOptions = {}): Prom
       const replies: MockReply[] = [];
       for (let i = 0; i < n; i++) {
         replies.push(options.respond ? await options.respond(info, i) : defaultReply(body, isChat));
+      }
+      const failure = replies.find((r) => r.error)?.error;
+      if (failure) {
+        const { status, message = "mock error", type = "mock_error", headers } = failure;
+        return sendJson(res, status, { error: { message, type } }, headers);
       }
       const promptText = isChat ? JSON.stringify(body?.messages ?? []) : String(body?.prompt ?? "");
       const withIds = options.alwaysReturnTokenIds || body?.return_token_ids === true;
@@ -334,9 +341,13 @@ function readJson(req: IncomingMessage): Promise<any> {
   });
 }
 
-function sendJson(res: ServerResponse, status: number, payload: unknown) {
+function sendJson(res: ServerResponse, status: number, payload: unknown, headers?: Record<string, string>) {
   const text = JSON.stringify(payload);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.writeHead(status, {
+    ...headers,
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+  });
   res.end(text);
 }
 
