@@ -4,6 +4,13 @@ import { type Attribution, Attributor } from "./attribution.js";
 import { AuthError, type Authenticator } from "./auth.js";
 import type { BackendPool } from "./backends.js";
 import { CallRecorder, type CaptureCounters, type PendingCall } from "./call-recorder.js";
+import {
+  anthropicError,
+  type ClientDialect,
+  DialectRequestError,
+  ResponseHistory,
+  translateClientRequest,
+} from "./dialects/index.js";
 import { forwardCall } from "./forward.js";
 import { header, openaiError, readBody, sendJson } from "./http-util.js";
 import type { ProxyLogger, ResolvedProxyOptions } from "./options.js";
@@ -26,6 +33,8 @@ export class LLMCallHandler {
   private readonly attributor: Attributor;
   /** Null when the store cannot look attempts up, or checks are off: every attribution is taken as is. */
   private readonly directory: AttemptDirectory | null;
+  /** `/v1/responses` conversations for `previous_response_id`, per attempt. */
+  private readonly history = new ResponseHistory();
 
   constructor(
     private readonly o: ResolvedProxyOptions,
@@ -84,6 +93,25 @@ export class LLMCallHandler {
     if (body === null || typeof body !== "object" || Array.isArray(body)) {
       return sendJson(res, 400, openaiError("request body must be a JSON object", "invalid_request_error"));
     }
+    let dialect: ClientDialect | null = null;
+    if (match.op === "responses" || match.op === "messages") {
+      // served by translation to the upstream's chat/completions: one chat span, the same triplets
+      const scope = attribution ? JSON.stringify([attribution.rolloutId, attribution.attemptId]) : "";
+      try {
+        const translated = translateClientRequest(match.op, body, this.history, scope);
+        body = translated.chat;
+        dialect = translated.dialect;
+      } catch (error) {
+        if (!(error instanceof DialectRequestError)) throw error;
+        return sendJson(
+          res,
+          400,
+          match.op === "messages"
+            ? anthropicError(400, error.message)
+            : openaiError(error.message, "invalid_request_error", "invalid_value"),
+        );
+      }
+    }
     if (attribution?.explicit && this.directory) {
       const { rolloutId: rid, attemptId: aid } = attribution;
       const known = this.directory.cached(rid, aid) ?? (await this.directory.exists(rid, aid));
@@ -108,7 +136,7 @@ export class LLMCallHandler {
         );
       }
     }
-    const isChat = match.op === "chat";
+    const isChat = match.op !== "completions";
     const clientModel = body.model;
     const warning = rewriteRequest(body, isChat, attribution?.mode ?? null, this.o);
     if (warning) this.recorder.warnOnce(warning.key, warning.message);
@@ -124,6 +152,7 @@ export class LLMCallHandler {
           mode: attribution.mode,
           sessionId: attribution.sessionId,
           isChat,
+          clientApi: dialect?.api ?? null,
           request: body,
           requestText: "",
           clientModel,
@@ -154,6 +183,7 @@ export class LLMCallHandler {
         stream,
         isChat,
         record,
+        dialect,
       });
     } finally {
       if (record && seq) this.recorder.record(record, seq);
