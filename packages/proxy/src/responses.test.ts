@@ -152,6 +152,29 @@ describe("/v1/responses served over the upstream's chat/completions (real openai
     ).rejects.toMatchObject({ status: 400 });
   });
 
+  it("item_reference inputs resolve to the attempt's stored output items (as the AI SDK sends with store)", async () => {
+    const { rolloutId, attemptId } = await h.newAttempt();
+    const client = h.client(`${h.url}/rollout/${rolloutId}/attempt/${attemptId}/v1`);
+    const first = await client.responses.create({ model: "m", input: "hello" });
+    const before = h.taps[0]!.exchanges.length;
+    await client.responses.create({
+      model: "m",
+      input: [
+        { role: "user", content: "hello" },
+        { type: "item_reference", id: first.output[0]!.id! } as any,
+        { role: "user", content: "more" },
+      ],
+    });
+    expect(JSON.parse(h.taps[0]!.exchanges[before]!.requestBody).messages).toEqual([
+      { role: "user", content: "hello" },
+      { role: "assistant", content: "Echo: hello" },
+      { role: "user", content: "more" },
+    ]);
+    await expect(
+      client.responses.create({ model: "m", input: [{ type: "item_reference", id: "msg_unknown" } as any] }),
+    ).rejects.toMatchObject({ status: 400, message: expect.stringContaining("input.0.id") });
+  });
+
   it("rejects what an open model cannot serve with a 400 naming the field, before any upstream call", async () => {
     const { rolloutId, attemptId } = await h.newAttempt();
     const client = h.client(`${h.url}/rollout/${rolloutId}/attempt/${attemptId}/v1`);

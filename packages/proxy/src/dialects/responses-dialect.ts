@@ -73,8 +73,9 @@ export class ResponsesDialect implements ClientDialect {
       finishReason: c0?.finish_reason ?? null,
       usage: chat.usage ?? null,
     };
-    const response = this.responseObject(outcome, this.outputItems(outcome, "completed"));
-    this.remember(outcome);
+    const output = this.outputItems(outcome, "completed");
+    const response = this.responseObject(outcome, output);
+    this.remember(outcome, output);
     return { status: 200, body: Buffer.from(JSON.stringify(response)) };
   }
 
@@ -163,9 +164,10 @@ export class ResponsesDialect implements ClientDialect {
     };
   }
 
-  /** Keep the conversation for a later `previous_response_id` (unless `store: false`). */
-  remember(o: ChatOutcome): void {
+  /** Keep the conversation and its items for `previous_response_id`/`item_reference` (unless `store: false`). */
+  remember(o: ChatOutcome, output: unknown[]): void {
     if (this.request.store === false) return;
+    for (const item of output) this.history.putItem(this.scope, (item as { id: string }).id, item);
     const assistant: Record<string, unknown> = {
       role: "assistant",
       content: o.text === "" && o.toolCalls.length ? null : o.text,
@@ -390,7 +392,7 @@ class ResponsesStream implements DialectStream, ChatStreamListener {
     );
     const response = this.d.responseObject(o, output);
     this.emit(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response });
-    this.d.remember(o);
+    this.d.remember(o, output);
     return this.take();
   }
 

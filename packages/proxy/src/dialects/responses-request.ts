@@ -79,12 +79,29 @@ function userContent(content: z.output<typeof MessageItem>["content"]): unknown 
   );
 }
 
-/** Responses input items → chat messages (function calls join the assistant turn they follow). */
-export function inputToMessages(input: ResponsesRequest["input"]): ChatMessage[] {
+/**
+ * Responses input items → chat messages (function calls join the assistant turn they follow).
+ * `item_reference`s resolve to output items this attempt was given earlier (`resolve`).
+ */
+export function inputToMessages(
+  input: ResponsesRequest["input"],
+  resolve: (itemId: string) => unknown = () => undefined,
+): ChatMessage[] {
   if (typeof input === "string") return [{ role: "user", content: input }];
   const messages: ChatMessage[] = [];
-  input.forEach((raw, i) => {
+  input.forEach((given, i) => {
     const path = `input.${i}`;
+    let raw = given;
+    if ((given as any)?.type === "item_reference") {
+      const id = (given as any).id;
+      raw = typeof id === "string" ? resolve(id) : undefined;
+      if (raw === undefined) {
+        throw new DialectRequestError(
+          `${path}.id`,
+          `${path}.id: no stored item "${String(id)}" for this rollout attempt (items are kept per attempt, and not with store: false)`,
+        );
+      }
+    }
     const type = (raw as any)?.type;
     if (type === undefined || type === "message") {
       const m = parseAt(MessageItem, raw, path);
@@ -186,7 +203,10 @@ export function responsesToChat(
     }
     previous = found;
   }
-  const conversation = [...(previous as ChatMessage[]), ...inputToMessages(r.input)];
+  const conversation = [
+    ...(previous as ChatMessage[]),
+    ...inputToMessages(r.input, (id) => history.getItem(scope, id)),
+  ];
   const messages = r.instructions
     ? [{ role: "system", content: r.instructions }, ...conversation]
     : conversation;
