@@ -24,6 +24,11 @@ export interface ForwardArgs {
   res: ServerResponse;
   /** Backends in preference order; try i goes to ranked[i % n], so a dead replica fails over. */
   ranked: Backend[];
+  /**
+   * Relay mode: rank again before each retry, since workers come and go (a dead worker has left the
+   * pool, a reconnected one has joined it).
+   */
+  rerank?: (() => Backend[]) | null;
   subpath: string;
   request: UpstreamRequest;
   stream: boolean;
@@ -51,7 +56,9 @@ export async function forwardCall(a: ForwardArgs): Promise<void> {
   };
   res.once("close", onClose);
   for (let attempt = 0; attempt < tries && !clientGone; attempt++) {
-    const backend = ranked[attempt % ranked.length]!;
+    const fresh = attempt > 0 && a.rerank ? a.rerank() : ranked;
+    const list = fresh.length ? fresh : ranked;
+    const backend = list[attempt % list.length]!;
     // each backend gets its own model name: a failover must not send the first replica's name
     const payload = a.request.payloadFor(backend);
     if (record) {

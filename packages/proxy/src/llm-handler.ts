@@ -44,6 +44,8 @@ export class LLMCallHandler {
     auth: Authenticator,
     sessions: SessionRegistry,
     log: ProxyLogger,
+    /** Relay mode: wait (up to ms) for a worker when no backend is connected; resolves whether one is. */
+    private readonly waitForBackend: ((ms: number) => Promise<boolean>) | null = null,
   ) {
     this.recorder = new CallRecorder(writer, sessions, o, log);
     this.attributor = new Attributor(o.traceHeader, auth, sessions);
@@ -173,11 +175,24 @@ export class LLMCallHandler {
         }
       : null;
     try {
+      const key = attribution?.rolloutId ?? null;
+      let ranked = this.pool.rank(key);
+      if (ranked.length === 0 && this.waitForBackend) {
+        await this.waitForBackend(this.o.relay?.waitForWorkerMs ?? 0);
+        ranked = this.pool.rank(key);
+      }
+      if (ranked.length === 0) {
+        const message = "no inference backend is connected";
+        if (record) Object.assign(record, { endMs: now(), httpStatus: 503, error: message });
+        sendJson(res, 503, dialect?.errorBody(503, message) ?? openaiError(message, "upstream_error"));
+        return;
+      }
       await forwardCall({
         o: this.o,
         pool: this.pool,
         res,
-        ranked: this.pool.rank(attribution?.rolloutId ?? null),
+        ranked,
+        rerank: this.waitForBackend ? () => this.pool.rank(key) : null,
         subpath: isChat ? "chat/completions" : "completions",
         request: new UpstreamRequest(body, this.o),
         stream,
@@ -201,7 +216,8 @@ export class LLMCallHandler {
         data: names.map((id) => ({ id, object: "model", created: 0, owned_by: "agl-proxy" })),
       });
     }
-    const backend = this.pool.rank(null)[0]!;
+    const backend = this.pool.rank(null)[0];
+    if (!backend) return sendJson(res, 200, { object: "list", data: [] });
     try {
       const call = callUpstream(backend, "GET", "models", null, this.o.timeoutMs, "application/json");
       const { status, headers } = await call.started;
