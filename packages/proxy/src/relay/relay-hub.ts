@@ -59,11 +59,15 @@ export class RelayHub {
     const refuse = (status: number, text: string) => {
       socket.end(`HTTP/1.1 ${status} ${text}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
     };
-    if (path !== RELAY_PATH) return refuse(404, "Not Found");
+    if (path !== RELAY_PATH) {
+      refuse(404, "Not Found");
+      return;
+    }
     const credential = credentialOf(req.headers);
     if (credential === null || !safeEqual(credential, this.o.workerToken)) {
       this.log.warn(`relay: refused a worker from ${req.socket.remoteAddress} (bad or missing worker token)`);
-      return refuse(401, "Unauthorized");
+      refuse(401, "Unauthorized");
+      return;
     }
     this.wss.handleUpgrade(req, socket, head, (ws) => this.onSocket(ws));
   }

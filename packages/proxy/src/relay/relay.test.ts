@@ -5,7 +5,7 @@ import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import type { LLMProxyOptions } from "../options.js";
 import { LLMProxy } from "../proxy.js";
-import { type RelayWorker, startRelayWorker } from "./relay-worker.js";
+import { startRelayWorker } from "./relay-worker.js";
 
 const TOKEN = "worker-token-0123456789";
 const quiet = { warn: () => {}, error: () => {} };
