@@ -70,3 +70,21 @@ describe("real agent frameworks through the proxy", () => {
     });
   }
 });
+
+describe("the same agents directly against the mock engine's own /v1/responses and /v1/messages", () => {
+  let ex: ExampleSetup;
+  beforeAll(async () => {
+    ex = await startExample();
+  });
+  afterAll(() => ex.close());
+
+  for (const f of frameworks) {
+    it(`${f.name}: same answers without the proxy (the mock speaks the API as vLLM does)`, async () => {
+      const before = ex.mock.requests.length;
+      expect(await f.run(ex.mock.url)).toEqual(["The sum is 42.", "The sum is 123."]);
+      const paths = ex.mock.requests.slice(before).map((r) => r.path);
+      expect(paths.every((p) => p.endsWith(`/v1/${f.api}`))).toBe(true);
+      expect(paths).toHaveLength(4);
+    });
+  }
+});
