@@ -27,26 +27,20 @@ const WORKER_TOKEN = "bench-worker-token-0123456789";
 const SYSTEM = "You are a careful assistant that answers arithmetic questions.";
 const QUESTION = "What is 17 * 23? Think step by step, then answer with the number only.";
 const REPLY = "17 * 23 = 391. The answer is 391.";
+const MESSAGES = [
+  { role: "system", content: SYSTEM },
+  { role: "user", content: QUESTION },
+];
 const bodies = {
   // direct chat carries what the proxy injects, so the engine does the same work either way
   direct: JSON.stringify({
     model: "policy",
-    messages: [
-      { role: "system", content: SYSTEM },
-      { role: "user", content: QUESTION },
-    ],
+    messages: MESSAGES,
     max_tokens: 64,
     return_token_ids: true,
     logprobs: true,
   }),
-  chat: JSON.stringify({
-    model: "m",
-    messages: [
-      { role: "system", content: SYSTEM },
-      { role: "user", content: QUESTION },
-    ],
-    max_tokens: 64,
-  }),
+  chat: JSON.stringify({ model: "m", messages: MESSAGES, max_tokens: 64 }),
   responses: JSON.stringify({ model: "m", instructions: SYSTEM, input: QUESTION, max_output_tokens: 64 }),
   messages: JSON.stringify({
     model: "m",

@@ -1,3 +1,5 @@
+import type { z } from "zod";
+
 /**
  * A client API the proxy serves by translation to the upstream's chat/completions (`/v1/responses`,
  * `/v1/messages`). The upstream call, its token ids, the span and its triplets are those of a chat call;
@@ -63,4 +65,27 @@ export function parseArguments(args: string): unknown {
 
 export function randomId(prefix: string): string {
   return `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
+}
+
+/** The upstream's JSON answer, or null when it sent something else. */
+export function parseUpstreamJson(upstream: Buffer, contentType: string): any {
+  if (!contentType.includes("json")) return null;
+  try {
+    return JSON.parse(upstream.toString("utf8"));
+  } catch {
+    return null;
+  }
+}
+
+/** Choice 0 of a chat answer (the Responses and Messages APIs have no `n`). */
+export const choiceZero = (chat: any): any =>
+  Array.isArray(chat?.choices) ? chat.choices.find((c: any) => (c?.index ?? 0) === 0) : undefined;
+
+/** `value` checked against `schema`; a DialectRequestError naming the first bad field (`path.sub.field`). */
+export function parseAt<S extends z.ZodType>(schema: S, value: unknown, path: string): z.output<S> {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const where = [path, ...issue.path.map(String)].filter(Boolean).join(".") || "body";
+  throw new DialectRequestError(where, `${where}: ${issue.message}`);
 }

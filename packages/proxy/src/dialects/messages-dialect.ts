@@ -1,8 +1,10 @@
 import { ChatChunkReader, type ChatStreamListener } from "./chat-chunk-reader.js";
 import {
   type ClientDialect,
+  choiceZero,
   type DialectStream,
   parseArguments,
+  parseUpstreamJson,
   randomId,
   sseEvent,
   type TranslatedResponse,
@@ -51,21 +53,14 @@ export class MessagesDialect implements ClientDialect {
   }
 
   translateResponse(status: number, upstream: Buffer, contentType: string): TranslatedResponse {
-    let chat: any = null;
-    if (contentType.includes("json")) {
-      try {
-        chat = JSON.parse(upstream.toString("utf8"));
-      } catch {
-        chat = null;
-      }
-    }
+    const chat = parseUpstreamJson(upstream, contentType);
     if (status >= 400 || chat === null) {
       const code = status >= 400 ? status : 502;
       const message =
         typeof chat?.error?.message === "string" ? chat.error.message : `upstream answered HTTP ${status}`;
       return { status: code, body: Buffer.from(JSON.stringify(anthropicError(code, message))) };
     }
-    const c0 = Array.isArray(chat.choices) ? chat.choices.find((c: any) => (c?.index ?? 0) === 0) : undefined;
+    const c0 = choiceZero(chat);
     const message = c0?.message ?? {};
     const content: unknown[] = [];
     if (typeof message.content === "string" && message.content !== "")

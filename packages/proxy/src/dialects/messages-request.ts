@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { DialectRequestError, textOf } from "./dialect.js";
+import { DialectRequestError, parseAt, textOf } from "./dialect.js";
 
 const TextBlock = z.looseObject({ type: z.literal("text"), text: z.string() });
 const ImageSource = z.union([
@@ -47,14 +47,6 @@ export const MessagesRequestSchema = z.looseObject({
     .nullish(),
 });
 export type MessagesRequest = z.output<typeof MessagesRequestSchema>;
-
-function parseAt<S extends z.ZodType>(schema: S, value: unknown, path: string): z.output<S> {
-  const r = schema.safeParse(value);
-  if (r.success) return r.data;
-  const issue = r.error.issues[0]!;
-  const where = [path, ...issue.path.map(String)].filter(Boolean).join(".") || "body";
-  throw new DialectRequestError(where, `${where}: ${issue.message}`);
-}
 
 export const parseMessagesRequest = (body: unknown): MessagesRequest =>
   parseAt(MessagesRequestSchema, body, "");

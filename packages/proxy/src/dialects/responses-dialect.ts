@@ -1,7 +1,9 @@
 import { ChatChunkReader, type ChatStreamListener } from "./chat-chunk-reader.js";
 import {
   type ClientDialect,
+  choiceZero,
   type DialectStream,
+  parseUpstreamJson,
   randomId,
   sseEvent,
   type TranslatedResponse,
@@ -44,14 +46,7 @@ export class ResponsesDialect implements ClientDialect {
   }
 
   translateResponse(status: number, upstream: Buffer, contentType: string): TranslatedResponse {
-    let chat: any = null;
-    if (contentType.includes("json")) {
-      try {
-        chat = JSON.parse(upstream.toString("utf8"));
-      } catch {
-        chat = null;
-      }
-    }
+    const chat = parseUpstreamJson(upstream, contentType);
     if (status >= 400 || chat === null) {
       // OpenAI's error shape is the Responses API's too; pass a JSON error through, wrap anything else
       const body = chat?.error
@@ -59,7 +54,7 @@ export class ResponsesDialect implements ClientDialect {
         : this.errorBody(status >= 400 ? status : 502, "upstream answered no JSON");
       return { status: status >= 400 ? status : 502, body: Buffer.from(JSON.stringify(body)) };
     }
-    const c0 = Array.isArray(chat.choices) ? chat.choices.find((c: any) => (c?.index ?? 0) === 0) : undefined;
+    const c0 = choiceZero(chat);
     const message = c0?.message ?? {};
     const outcome: ChatOutcome = {
       model: chat.model,

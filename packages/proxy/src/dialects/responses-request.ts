@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { DialectRequestError, textOf } from "./dialect.js";
+import { DialectRequestError, parseAt, textOf } from "./dialect.js";
 import type { ResponseHistory } from "./response-history.js";
 
 /** The fields of a `POST /v1/responses` body the proxy reads; everything else is accepted and ignored. */
@@ -51,22 +51,9 @@ const FunctionTool = z.looseObject({
 
 type ChatMessage = Record<string, any>;
 
-function parseAt<S extends z.ZodType>(schema: S, value: unknown, path: string): z.output<S> {
-  const r = schema.safeParse(value);
-  if (r.success) return r.data;
-  const issue = r.error.issues[0]!;
-  const where = [path, ...issue.path.map(String)].join(".");
-  throw new DialectRequestError(where, `${where}: ${issue.message}`);
-}
-
 /** The body, validated: a 400 naming the first bad field otherwise. */
-export function parseResponsesRequest(body: unknown): ResponsesRequest {
-  const r = ResponsesRequestSchema.safeParse(body);
-  if (r.success) return r.data;
-  const issue = r.error.issues[0]!;
-  const where = issue.path.map(String).join(".") || "body";
-  throw new DialectRequestError(where, `${where}: ${issue.message}`);
-}
+export const parseResponsesRequest = (body: unknown): ResponsesRequest =>
+  parseAt(ResponsesRequestSchema, body, "");
 
 function userContent(content: z.output<typeof MessageItem>["content"]): unknown {
   if (typeof content === "string") return content;
