@@ -43,6 +43,22 @@ export class DialectRequestError extends Error {
 /** `event: <type>\ndata: <json>\n\n`, as both the Responses API and Anthropic stream. */
 export const sseEvent = (type: string, data: unknown) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
 
+/** Collects the events a dialect stream emits while handling one upstream chunk. */
+export abstract class SseEncoder {
+  private out = "";
+
+  protected write(type: string, data: Record<string, unknown>): void {
+    this.out += sseEvent(type, { type, ...data });
+  }
+
+  /** The events emitted since the last call. */
+  protected take(): string {
+    const s = this.out;
+    this.out = "";
+    return s;
+  }
+}
+
 /** A message's text: a string, or the concatenated text of its content parts. */
 export function textOf(content: unknown): string {
   if (typeof content === "string") return content;

@@ -6,7 +6,7 @@ import {
   parseArguments,
   parseUpstreamJson,
   randomId,
-  sseEvent,
+  SseEncoder,
   type TranslatedResponse,
 } from "./dialect.js";
 import type { MessagesRequest } from "./messages-request.js";
@@ -96,9 +96,8 @@ export class MessagesDialect implements ClientDialect {
 }
 
 /** Re-encodes the upstream chat stream as Anthropic's message events. */
-class MessagesStream implements DialectStream, ChatStreamListener {
+class MessagesStream extends SseEncoder implements DialectStream, ChatStreamListener {
   private readonly reader = new ChatChunkReader(this);
-  private out = "";
   private started = false;
   private closed = false;
   private model: unknown;
@@ -116,17 +115,12 @@ class MessagesStream implements DialectStream, ChatStreamListener {
     private readonly d: MessagesDialect,
     model: string,
   ) {
+    super();
     this.model = model;
   }
 
   private emit(type: string, data: Record<string, unknown>): void {
-    this.out += sseEvent(type, { type, ...data });
-  }
-
-  private take(): string {
-    const s = this.out;
-    this.out = "";
-    return s;
+    this.write(type, data);
   }
 
   private begin(): void {

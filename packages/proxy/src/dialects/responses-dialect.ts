@@ -5,7 +5,7 @@ import {
   type DialectStream,
   parseUpstreamJson,
   randomId,
-  sseEvent,
+  SseEncoder,
   type TranslatedResponse,
 } from "./dialect.js";
 import type { ResponseHistory } from "./response-history.js";
@@ -196,9 +196,8 @@ function responsesLogprobs(content: unknown[] | null): unknown[] {
 }
 
 /** Re-encodes the upstream chat stream as the Responses event stream. */
-class ResponsesStream implements DialectStream, ChatStreamListener {
+class ResponsesStream extends SseEncoder implements DialectStream, ChatStreamListener {
   private readonly reader = new ChatChunkReader(this);
-  private out = "";
   private seq = 0;
   private started = false;
   private readonly outcome: ChatOutcome = {
@@ -220,16 +219,12 @@ class ResponsesStream implements DialectStream, ChatStreamListener {
   private readonly order: Array<"message" | number> = [];
   private closed = false;
 
-  constructor(private readonly d: ResponsesDialect) {}
-
-  private emit(type: string, data: Record<string, unknown>): void {
-    this.out += sseEvent(type, { type, sequence_number: this.seq++, ...data });
+  constructor(private readonly d: ResponsesDialect) {
+    super();
   }
 
-  private take(): string {
-    const s = this.out;
-    this.out = "";
-    return s;
+  private emit(type: string, data: Record<string, unknown>): void {
+    this.write(type, { sequence_number: this.seq++, ...data });
   }
 
   private begin(): void {
