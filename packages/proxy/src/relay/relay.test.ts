@@ -3,6 +3,7 @@ import { InMemoryLightningStore } from "@agl/core";
 import { type MockLLMServer, mockDecode, mockEncode, startMockLLMServer } from "@agl/core/mock-llm";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
 import type { LLMProxyOptions } from "../options.js";
 import { LLMProxy } from "../proxy.js";
 import { startRelayWorker } from "./relay-worker.js";
@@ -215,6 +216,35 @@ describe("relay mode: workers dial out to /ws/worker", () => {
     const spans = await p.spans(rid);
     expect(spans.map((s) => s.attributes["agl.proxy.http_status"])).toEqual([200, 503]);
     expect(spans[1]!.attributes["agl.proxy.error"]).toBe("no inference backend is connected");
+  });
+
+  it("a worker that stops answering pings is dropped and its call fails over", async () => {
+    const p = await relayProxy({
+      relay: { workerToken: TOKEN, waitForWorkerMs: 1_000, pingIntervalMs: 100 },
+    });
+    const e = await engine({});
+    // a worker that says hello and then goes silent (a dead NAT mapping): its socket is paused
+    const silent = new WebSocket(`${p.url.replace("http", "ws")}/ws/worker`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    cleanup.push(async () => silent.terminate());
+    await new Promise((r) => silent.once("open", r));
+    silent.send(JSON.stringify({ type: "hello", protocol: 1, worker_id: "silent", models: ["m"] }));
+    await until(() => p.proxy.relayWorkers.includes("silent"));
+    const { rid, aid } = await p.attempt();
+    const call = p
+      .client(rid, aid)
+      .chat.completions.create({ model: "m", messages: [{ role: "user", content: "hb" }] });
+    await new Promise<void>((r) =>
+      silent.on("message", (d) => String(d).includes('"type":"request"') && r()),
+    ); // the request reached it
+    const w = await worker(p.url, e, "alive");
+    await w.ready;
+    (silent as any)._socket.pause();
+    expect((await call).choices[0]!.message.content).toBe("Echo: hb");
+    expect(p.proxy.relayWorkers).toEqual(["alive"]);
+    const [span] = await p.spans(rid);
+    expect(span!.attributes["agl.proxy.backend"]).toBe("relay://alive/v1");
   });
 
   it("refuses workers without the worker token and plain requests to other upgrade paths", async () => {
