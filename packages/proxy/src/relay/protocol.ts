@@ -4,7 +4,8 @@ import { z } from "zod";
  * The relay protocol on `/ws/worker`: JSON text frames. A worker dials out to the proxy (authenticated by
  * `Authorization: Bearer <worker token>` on the upgrade), says `hello` with the models it serves, and the
  * proxy answers `welcome`. The proxy then sends `request`s; the worker answers each with `start` (status
- * and headers), `data` (body text, in order) and `end`, or `error`. `cancel` aborts a request (the client
+ * and headers), `data` (body text, in order) and `end`, or `error`; a non-streamed answer comes whole as
+ * one `start` frame with `body`. `cancel` aborts a request (the client
  * left or the proxy retried elsewhere); `pause`/`resume` pass a slow client's backpressure on.
  */
 export const RELAY_PROTOCOL_VERSION = 1;
@@ -21,6 +22,8 @@ export const WorkerMessageSchema = z.discriminatedUnion("type", [
     id: z.number().int().nonnegative(),
     status: z.number().int().min(100).max(599),
     headers: z.record(z.string(), z.string()),
+    /** A whole (non-streamed) body in the same frame: one frame per answer instead of three. */
+    body: z.string().optional(),
   }),
   z.object({ type: z.literal("data"), id: z.number().int().nonnegative(), data: z.string() }),
   z.object({ type: z.literal("end"), id: z.number().int().nonnegative() }),

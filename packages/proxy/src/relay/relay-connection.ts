@@ -147,8 +147,16 @@ export class RelayConnection implements UpstreamTransport {
       case "start": {
         if (p.started) return false;
         p.started = true;
-        this.arm(m.id, p);
         p.resolveStart({ status: m.status, headers: m.headers as IncomingHttpHeaders });
+        if (m.body === undefined) {
+          this.arm(m.id, p);
+          return true;
+        }
+        // the whole answer in one frame
+        this.pending.delete(m.id);
+        if (p.timer) clearTimeout(p.timer);
+        if (m.body) p.queued.push(Buffer.from(m.body, "utf8"));
+        p.ended = true;
         return true;
       }
       case "data": {
