@@ -35,10 +35,18 @@ export function buildProgram(): Command {
   return (
     new Command("agl-proxy")
       .description("OpenAI-compatible LLM gateway that records exact token ids into a LightningStore")
-      .requiredOption(
+      .option(
         "-b, --backend <url[,model=M][,weight=W]>",
-        "an OpenAI-compatible upstream (repeatable)",
+        "an OpenAI-compatible upstream (repeatable; optional with --relay)",
         collect,
+      )
+      .option("--relay", "relay mode: accept inference workers on /ws/worker (agl-relay-worker)", false)
+      .option("--worker-token <token>", "token relay workers present (env AGL_PROXY_WORKER_TOKEN)")
+      .option(
+        "--wait-for-worker-ms <ms>",
+        "relay mode: how long a call waits when no worker is connected",
+        int("wait-for-worker-ms"),
+        30_000,
       )
       .option(
         "-s, --store <uri>",
@@ -98,8 +106,13 @@ export function proxyOptionsFromArgs(
   o: Record<string, any>,
   env: NodeJS.ProcessEnv = process.env,
 ): Omit<LLMProxyOptions, "store"> {
+  const backends = ((o.backend as string[] | undefined) ?? []).map(parseBackend);
+  const workerToken = o.workerToken ?? env.AGL_PROXY_WORKER_TOKEN;
+  if (o.relay && !workerToken) throw new Error("--relay needs --worker-token (or AGL_PROXY_WORKER_TOKEN)");
+  if (!o.relay && backends.length === 0) throw new Error("give at least one --backend, or --relay");
   return {
-    backends: (o.backend as string[]).map(parseBackend),
+    backends,
+    relay: o.relay ? { workerToken, waitForWorkerMs: o.waitForWorkerMs } : null,
     host: o.host,
     port: o.port,
     publicUrl: o.publicUrl ?? (env.AGL_PROXY_PUBLIC_URL || null),
@@ -135,6 +148,8 @@ export async function main(argv = process.argv): Promise<void> {
   console.log(
     `agl-proxy listening on ${url} (OpenAI base URL ${url}/v1), recording into ${o.storeModule ?? o.store}`,
   );
+  if (o.relay)
+    console.log(`agl-proxy relay mode: workers connect to ${url.replace(/^http/, "ws")}/ws/worker`);
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;

@@ -15,6 +15,7 @@ import {
   resolveOptions,
 } from "./options.js";
 import { PauseGate, type PauseOptions, type PauseState } from "./pause.js";
+import { RelayHub } from "./relay/relay-hub.js";
 import { matchLLMRoute } from "./routes.js";
 import { type SessionRecord, SessionRegistry } from "./sessions.js";
 import { SpanWriter } from "./span-writer.js";
@@ -37,6 +38,8 @@ export class LLMProxy {
   private readonly sessions = new SessionRegistry();
   private readonly handler: LLMCallHandler;
   private readonly log: ProxyLogger;
+  /** Relay mode's worker endpoint; null without `relay`. */
+  private readonly relay: RelayHub | null;
   private server: Server | null = null;
   private baseUrl: string | null = null;
 
@@ -50,7 +53,9 @@ export class LLMProxy {
       healthCheckIntervalMs: o.healthCheckIntervalMs,
       healthCheckTimeoutMs: o.healthCheckTimeoutMs,
       onWarning: (m) => this.log.warn(m),
+      allowEmpty: o.relay !== null,
     });
+    this.relay = o.relay ? new RelayHub(o.relay, this.pool, this.log) : null;
     this.gate = new PauseGate({
       mode: o.pauseMode,
       retryAfterSeconds: o.retryAfterSeconds,
@@ -68,6 +73,7 @@ export class LLMProxy {
       this.auth,
       this.sessions,
       this.log,
+      this.relay ? (ms) => this.relay!.waitForWorker(ms) : null,
     );
     if (o.modes.train.temperature !== null && o.modes.train.temperature !== 1 && o.modes.train.logprobs) {
       this.log.warn(`train temperature is ${o.modes.train.temperature} ≠ 1 while raw logprobs are recorded`);
@@ -108,6 +114,10 @@ export class LLMProxy {
         else res.destroy();
       });
     });
+    if (this.relay) {
+      const relay = this.relay;
+      server.on("upgrade", (req, socket, head) => relay.handleUpgrade(req, socket, head));
+    }
     // receiving the request is bounded; the response may stream for as long as the model generates
     server.requestTimeout = 60_000;
     server.headersTimeout = 30_000;
@@ -140,10 +150,16 @@ export class LLMProxy {
     } catch {
       this.log.warn(`stopping with ${this.gate.inflight} call(s) still in flight`);
     }
+    await this.relay?.close();
     server.closeAllConnections();
     await closed;
     await this.flush();
     await this.pool.stop();
+  }
+
+  /** Ids of the relay workers connected now (relay mode). */
+  get relayWorkers(): string[] {
+    return this.relay?.connectedWorkers ?? [];
   }
 
   get url(): string {
@@ -231,7 +247,7 @@ export class LLMProxy {
   asResource(
     options: { model?: string; samplingParameters?: Record<string, unknown>; apiKey?: string | null } = {},
   ): ProxyLLM {
-    const model = options.model ?? this.options.model ?? this.pool.backends[0]!.model;
+    const model = options.model ?? this.options.model ?? this.pool.backends[0]?.model;
     if (!model)
       throw new Error("asResource needs a model name (pass { model } or configure the proxy's model)");
     const temperature = options.samplingParameters?.temperature;

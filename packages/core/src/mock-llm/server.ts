@@ -1,5 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import {
+  messagesToChatView,
+  responsesToChatView,
+  sendMessagesReply,
+  sendResponsesReply,
+} from "./client-apis.js";
 import { parseMockLLMServerOptions } from "./options.js";
 import { mockEncode, mockLogprob } from "./tokens.js";
 
@@ -58,6 +64,8 @@ export async function startMockLLMServer(input: MockLLMServerOptions = {}): Prom
   let failuresLeft = options.failFirst ?? 0;
   let counter = 0;
   const models = options.models ?? ["mock-model"];
+  /** Output items of stored responses, for `item_reference` inputs. */
+  const storedItems = new Map<string, unknown>();
 
   const server: Server = createServer(async (req, res) => {
     try {
@@ -77,6 +85,16 @@ export async function startMockLLMServer(input: MockLLMServerOptions = {}): Prom
       if (failuresLeft > 0) {
         failuresLeft--;
         return sendJson(res, 500, { error: { message: "mock upstream failure", type: "server_error" } });
+      }
+      if (req.method === "POST" && (path.endsWith("/responses") || path.endsWith("/messages"))) {
+        // vLLM renders these to chat messages; `respond` sees that chat view of the request
+        const isResponses = path.endsWith("/responses");
+        const view = isResponses ? responsesToChatView(body, storedItems) : messagesToChatView(body);
+        const chatInfo: MockRequestInfo = { ...info, body: view };
+        const reply = options.respond ? await options.respond(chatInfo, 0) : defaultReply(view, true);
+        const id = `mock${++counter}`;
+        if (isResponses) return sendResponsesReply(res, id, view, reply, body, storedItems);
+        return sendMessagesReply(res, id, view, reply);
       }
       const isChat = path.endsWith("/chat/completions");
       if (req.method !== "POST" || (!isChat && !path.endsWith("/completions"))) {
