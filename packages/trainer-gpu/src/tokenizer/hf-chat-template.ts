@@ -7,7 +7,6 @@ import { CheckpointError } from "../model/checkpoint.js";
 import { parseHermesToolCalls } from "./hermes-tool-calls.js";
 import type { HfTokenizer } from "./hf-tokenizer.js";
 import { type ChatMessage, ChatMessageSchema, type ToolDefinition, ToolSchema } from "./messages.js";
-import { strftimeNow } from "./strftime.js";
 import type { ChatEncoder, EncodeChatOptions, EncodedChat } from "./text-tokenizer.js";
 import { tokenByteLengths } from "./token-bytes.js";
 import type { ParsedAssistantOutput } from "./tool-calls.js";
@@ -16,8 +15,9 @@ import type { ParsedAssistantOutput } from "./tool-calls.js";
  * A checkpoint's chat template (`chat_template.jinja`, or `chat_template` in tokenizer_config.json)
  * rendered with `@huggingface/jinja` and tokenized in one piece, as `apply_chat_template(messages,
  * tools=tools, add_generation_prompt=..., tokenize=True)` does: the template sees `messages`, `tools`,
- * `add_generation_prompt`, the special token strings (`bos_token`, `eos_token`, ...), `raise_exception`
- * and `strftime_now`, plus any `extraContext` (e.g. `{ enable_thinking: false }` for Qwen3).
+ * `add_generation_prompt`, the special token strings (`bos_token`, `eos_token`, ...), plus any
+ * `extraContext` (e.g. `{ enable_thinking: false }` for Qwen3); `raise_exception` and `strftime_now` are
+ * the jinja library's globals. A template error (e.g. `raise_exception`) is an InvalidArgumentError.
  *
  * OpenAI messages are handed to the template the way vLLM hands them: content parts joined with "\n",
  * null content as "", assistant `tool_calls[].function.arguments` parsed from their JSON string into an
@@ -133,10 +133,6 @@ export class HfChatTemplate implements ChatEncoder {
       tools,
       documents: null,
       add_generation_prompt: addGenerationPrompt,
-      raise_exception: (message: unknown) => {
-        throw new InvalidArgumentError("messages", `chat template: ${String(message)}`);
-      },
-      strftime_now: strftimeNow,
     };
     try {
       return this.templateFor(tools !== null && tools.length > 0).render(context);

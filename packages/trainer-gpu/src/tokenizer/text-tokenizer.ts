@@ -22,7 +22,10 @@ export interface EncodedChat {
   ids: number[];
   /** 1 where the token was produced by the assistant (its text, tool calls and closing eos), else 0. */
   assistantMask: number[];
-  /** Index in `ids` where each message's segment starts. */
+  /**
+   * Index in `ids` where each message's segment starts; -1 where a checkpoint template renders the chat
+   * up to that message differently from how it appears inside the longer chat (no defined boundary).
+   */
   messageOffsets: number[];
 }
 
