@@ -55,7 +55,7 @@ export async function writeTinyQwenTokenizer(dir: string): Promise<TinyTokenizer
   for (const c of byteChars()) vocab[c] = Object.keys(vocab).length;
   for (const [a, b] of MERGES) vocab[a + b] = Object.keys(vocab).length;
   const base = Object.keys(vocab).length;
-  const added = (qwenJson.added_tokens as Array<Record<string, unknown>>).map((t, i) => ({
+  const added = (qwenJson.added_tokens as Array<{ content: string } & Record<string, unknown>>).map((t, i) => ({
     ...t,
     id: base + i,
   }));
@@ -64,7 +64,7 @@ export async function writeTinyQwenTokenizer(dir: string): Promise<TinyTokenizer
     added_tokens: added,
     model: { ...qwenJson.model, vocab, merges: MERGES.map(([a, b]) => [a, b]) },
   };
-  const idOf = (content: string) => (added.find((t) => t.content === content)?.id as number) ?? -1;
+  const idOf = (content: string) => added.find((t) => t.content === content)?.id ?? -1;
   const addedDecoder = Object.fromEntries(added.map(({ id, ...token }) => [String(id), token]));
   const tokenizerConfig = { ...qwenConfig, added_tokens_decoder: addedDecoder };
   const eosIds = [idOf("<|im_end|>"), idOf("<|endoftext|>")];
