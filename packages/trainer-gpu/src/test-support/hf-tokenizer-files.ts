@@ -55,10 +55,12 @@ export async function writeTinyQwenTokenizer(dir: string): Promise<TinyTokenizer
   for (const c of byteChars()) vocab[c] = Object.keys(vocab).length;
   for (const [a, b] of MERGES) vocab[a + b] = Object.keys(vocab).length;
   const base = Object.keys(vocab).length;
-  const added = (qwenJson.added_tokens as Array<{ content: string } & Record<string, unknown>>).map((t, i) => ({
-    ...t,
-    id: base + i,
-  }));
+  const added = (qwenJson.added_tokens as Array<{ content: string } & Record<string, unknown>>).map(
+    (t, i) => ({
+      ...t,
+      id: base + i,
+    }),
+  );
   const tokenizerJson = {
     ...qwenJson,
     added_tokens: added,
