@@ -69,7 +69,7 @@ describe("PolicyServer serving a checkpoint tokenizer", () => {
     const tokenIds: number[] = choice.token_ids;
     expect(s.tokenizer.eosIds).toContain(tokenIds.at(-1));
     expect(s.tokenizer.decode(tokenIds)).toBe(`<think>\n\n</think>\n\n${CALL_TEXT}<|im_end|>`);
-    const lp = choice.logprobs.content as Array<{ token: string; logprob: number }>;
+    const lp = choice.logprobs?.content as Array<{ token: string; logprob: number }>;
     expect(lp.map((c) => c.token).join("")).toBe(s.tokenizer.decode(tokenIds));
     const forward = tf.tidy(
       () => s.model.tokenLogProbs([[...res.prompt_token_ids, ...tokenIds]]).arraySync()[0] as number[],
