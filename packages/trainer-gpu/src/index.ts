@@ -9,6 +9,7 @@ export * from "./backend/index.js";
 export * from "./generate/index.js";
 export * from "./model/index.js";
 export * from "./ppo/index.js";
+export * from "./pretrained/index.js";
 export * from "./server/index.js";
 export * from "./sft/index.js";
 export * from "./tokenizer/index.js";

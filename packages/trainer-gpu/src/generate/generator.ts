@@ -1,6 +1,6 @@
 import { randomInt } from "node:crypto";
 import * as tf from "@tensorflow/tfjs";
-import type { PolicyModel } from "../model/policy-model.js";
+import type { CausalLM } from "../model/causal-lm.js";
 import { IncrementalDecoder, type TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { BatchCache } from "./batch-cache.js";
 import { createRng, type SampledToken, sampleToken, topLogprobs } from "./sampling.js";
@@ -89,7 +89,7 @@ interface Seq {
 }
 
 export class Generator {
-  private model: PolicyModel;
+  private model: CausalLM;
   readonly tokenizer: TextTokenizer;
   readonly maxBatchSize: number;
   private readonly eosIds: ReadonlySet<number>;
@@ -103,7 +103,7 @@ export class Generator {
   private _steps = 0;
   private nextGroup = 1;
 
-  constructor(model: PolicyModel, tokenizer: TextTokenizer, options: GeneratorOptions = {}) {
+  constructor(model: CausalLM, tokenizer: TextTokenizer, options: GeneratorOptions = {}) {
     this.model = model;
     this.tokenizer = tokenizer;
     this.eosIds = new Set(tokenizer.eosIds);
@@ -124,7 +124,7 @@ export class Generator {
   get steps(): number {
     return this._steps;
   }
-  get policy(): PolicyModel {
+  get policy(): CausalLM {
     return this.model;
   }
   get isPaused(): boolean {
@@ -212,7 +212,7 @@ export class Generator {
    * (e.g. `policy.setWeightsFrom(trained)` or an optimizer step on the served model), bump the version,
    * resume. Every result is produced by exactly one version.
    */
-  async swapWeights(apply?: PolicyModel | ((model: PolicyModel) => void | Promise<void>)): Promise<number> {
+  async swapWeights(apply?: CausalLM | ((model: CausalLM) => void | Promise<void>)): Promise<number> {
     await this.pause();
     try {
       if (typeof apply === "function") await apply(this.model);

@@ -12,7 +12,7 @@ import {
   type Triplet,
 } from "@agl/core";
 import { LLMProxy } from "@agl/proxy";
-import type { PolicyModel } from "../model/policy-model.js";
+import type { CausalLM } from "../model/causal-lm.js";
 import { PolicyServer } from "../server/policy-server.js";
 import type { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { Tokenizer } from "../tokenizer/tokenizer.js";
@@ -28,7 +28,7 @@ import { ValueHead } from "./value-head.js";
 
 /** The policy being trained: model, tokenizer and chat template (what `loadCheckpoint` returns). */
 export interface PolicyBundle {
-  model: PolicyModel;
+  model: CausalLM;
   tokenizer: Tokenizer;
   template: ChatTemplate;
 }
@@ -145,7 +145,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
     const padId = this.options.policy.tokenizer.padId;
 
     const needRef = c.actor_rollout_ref.actor.use_kl_loss || c.algorithm.use_kl_in_reward;
-    const reference = needRef ? model.clone({ trainable: false }) : null;
+    const reference = needRef ? model.frozenReference() : null;
     const optim = c.actor_rollout_ref.actor.optim;
     const optimizer = new AdamW(model.trainableVariables, {
       betas: optim.betas,

@@ -4,7 +4,7 @@ import { type ServerType, serve } from "@hono/node-server";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { Generator } from "../generate/generator.js";
-import type { PolicyModel } from "../model/policy-model.js";
+import type { CausalLM } from "../model/causal-lm.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";
@@ -14,7 +14,7 @@ import { nowSec, RouteContext } from "./route-context.js";
 import { HttpError } from "./schemas.js";
 
 export interface PolicyServerOptions {
-  model: PolicyModel;
+  model: CausalLM;
   /** The character-level `Tokenizer` or a checkpoint's `HfTokenizer`. */
   tokenizer: TextTokenizer;
   /** Required with an `HfTokenizer` (the checkpoint's `HfChatTemplate`); default `new ChatTemplate(tokenizer)`. */
@@ -37,7 +37,7 @@ export interface PolicyServerOptions {
 }
 
 /**
- * An OpenAI-compatible server for a PolicyModel (chat + completions, streaming, tools, vLLM token ids and
+ * An OpenAI-compatible server for a CausalLM (chat + completions, streaming, tools, vLLM token ids and
  * logprobs), backed by the dynamic-batching Generator.
  *
  * Weight updates: `swapWeights()` pauses admission, waits for running sequences to finish (requests that
@@ -76,7 +76,7 @@ export class PolicyServer {
     this.app = this.buildApp();
   }
 
-  get model(): PolicyModel {
+  get model(): CausalLM {
     return this.generator.policy;
   }
   get version(): number {
@@ -101,7 +101,7 @@ export class PolicyServer {
     this.generator.resume(options);
   }
   /** Drain, apply new weights (a model to copy from, or a callback), bump `version`, resume. */
-  swapWeights(apply?: PolicyModel | ((model: PolicyModel) => void | Promise<void>)): Promise<number> {
+  swapWeights(apply?: CausalLM | ((model: CausalLM) => void | Promise<void>)): Promise<number> {
     return this.generator.swapWeights(apply);
   }
 
