@@ -14,8 +14,7 @@ import {
 import { LLMProxy } from "@agl/proxy";
 import type { CausalLM } from "../model/causal-lm.js";
 import { PolicyServer } from "../server/policy-server.js";
-import type { ChatTemplate } from "../tokenizer/chat-template.js";
-import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { savePPOCheckpoint } from "./checkpoint.js";
 import { CollectAbortedError, type CollectedRollout, collectRollouts } from "./collect.js";
 import { type PPOConfig, type PPOConfigInput, parsePPOConfig } from "./config.js";
@@ -26,11 +25,14 @@ import { pauseForUpdate, resumeFromCheckpoint, warnIgnoredKeys } from "./run-sup
 import { ppoUpdate } from "./step.js";
 import { ValueHead } from "./value-head.js";
 
-/** The policy being trained: model, tokenizer and chat template (what `loadCheckpoint` returns). */
+/**
+ * The policy being trained: model, tokenizer and chat template — what `loadCheckpoint` returns for a
+ * `PolicyModel`, or `loadPretrained` + `HfTokenizer`/`HfChatTemplate` (see `loadPretrainedPolicy`).
+ */
 export interface PolicyBundle {
   model: CausalLM;
-  tokenizer: Tokenizer;
-  template: ChatTemplate;
+  tokenizer: TextTokenizer;
+  template: ChatEncoder;
 }
 
 /** A running OpenAI-compatible server sampling from `PolicyBundle.model`. */
