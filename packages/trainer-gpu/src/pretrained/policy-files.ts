@@ -38,7 +38,10 @@ export async function savePolicyFiles(
   }
   if (model instanceof PolicyModel) {
     const { tokenizer, template } = options;
-    if (!(tokenizer instanceof Tokenizer) || (template !== undefined && !(template instanceof ChatTemplate))) {
+    if (
+      !(tokenizer instanceof Tokenizer) ||
+      (template !== undefined && !(template instanceof ChatTemplate))
+    ) {
       throw new Error(
         "savePolicyFiles: a PolicyModel checkpoint stores the character-level Tokenizer and ChatTemplate only",
       );

@@ -1,19 +1,23 @@
 import { existsSync } from "node:fs";
 import { readFile, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import * as tf from "@tensorflow/tfjs";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { selectBackend } from "../backend/select.js";
 import { PolicyServer } from "../server/policy-server.js";
-import { sft } from "../sft/sft.js";
-import { hfToolTranscript } from "../test-support/hf-tiny.js";
-import { CALC_TOOL } from "../test-support/tiny.js";
+import { type SftExample, sft } from "../sft/sft.js";
 import { writeTinyPretrainedCheckpoint } from "../test-support/tiny-pretrained.js";
 import { loadPretrainedPolicy } from "./load-policy.js";
 import { exportPeftAdapter } from "./peft.js";
 
-/** sft() on a loaded Hugging Face checkpoint with LoRA, served by PolicyServer under the checkpoint's name. */
+/** sft() on a loaded Hugging Face checkpoint (full and LoRA), served by PolicyServer under the checkpoint's name. */
+
+const GREETING: SftExample = {
+  messages: [
+    { role: "user", content: "Say hi" },
+    { role: "assistant", content: "hello there" },
+  ],
+};
 
 let dir: string;
 beforeAll(async () => {
@@ -24,44 +28,54 @@ afterAll(async () => {
   await rm(dirname(dir), { recursive: true, force: true });
 });
 
-describe("training a loaded checkpoint", () => {
-  it("SFT with LoRA lowers the loss, trains only adapters, and the server replies with the learnt tool call", async () => {
-    const policy = await loadPretrainedPolicy(dir, { lora: { rank: 8, alpha: 16 } });
-    expect(policy.modelName).toBe("tiny-qwen3-ckpt");
-    const frozen = policy.model.variable("model.layers.0.self_attn.q_proj.weight");
-    const before = frozen.dataSync().slice();
-    expect(policy.model.trainableVariables.every((v) => /lora_[AB]/.test(v.name))).toBe(true);
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
-    const result = await sft(policy.model, [hfToolTranscript(2, 3)], {
+describe("training a loaded checkpoint", () => {
+  it("full fine-tuning lowers the loss and the server, named after the checkpoint, replies with the learnt text", async () => {
+    const policy = await loadPretrainedPolicy(dir);
+    expect(policy.modelName).toBe("tiny-qwen3-ckpt");
+    const result = await sft(policy.model, [GREETING], {
       template: policy.template,
-      steps: 30,
+      steps: 25,
       batchSize: 1,
-      learningRate: 3e-2,
+      learningRate: 2e-2,
       progress: false,
     });
-    const first = result.losses.slice(0, 3).reduce((a, b) => a + b) / 3;
-    const last = result.losses.slice(-3).reduce((a, b) => a + b) / 3;
-    expect(last).toBeLessThan(first * 0.5);
-    expect(Array.from(frozen.dataSync())).toEqual(Array.from(before));
+    expect(mean(result.losses.slice(-3))).toBeLessThan(mean(result.losses.slice(0, 3)) * 0.2);
 
-    const server = new PolicyServer({ ...policy, modelName: policy.modelName });
+    const server = new PolicyServer({ ...policy });
     await server.start();
     try {
       const client = new OpenAI({ baseURL: server.baseUrl, apiKey: "x", maxRetries: 0 });
       const res = await client.chat.completions.create({
-        model: policy.modelName,
-        messages: hfToolTranscript(2, 3).messages.slice(0, 1) as OpenAI.ChatCompletionMessageParam[],
-        tools: [CALC_TOOL] as OpenAI.ChatCompletionTool[],
+        model: "tiny-qwen3-ckpt",
+        messages: [{ role: "user", content: "Say hi" }],
         temperature: 0,
-        max_tokens: 60,
+        max_tokens: 30,
       });
       expect(res.model).toBe("tiny-qwen3-ckpt");
-      expect(res.choices[0]?.finish_reason).toBe("tool_calls");
-      const call = res.choices[0]?.message.tool_calls?.[0] as OpenAI.ChatCompletionMessageFunctionToolCall;
-      expect(call.function).toEqual({ name: "calc", arguments: '{"expr": "2+3"}' });
+      expect(res.choices[0]?.message.content).toBe("<think>\n\n</think>\n\nhello there");
+      expect(res.choices[0]?.finish_reason).toBe("stop");
     } finally {
       await server.stop();
+      policy.model.dispose();
     }
+  }, 120_000);
+
+  it("LoRA SFT lowers the loss with the base frozen, and exports a PEFT adapter", async () => {
+    const policy = await loadPretrainedPolicy(dir, { lora: { rank: 8, alpha: 16 } });
+    const frozen = policy.model.variable("model.layers.0.self_attn.q_proj.weight");
+    const before = Array.from(frozen.dataSync());
+    expect(policy.model.trainableVariables.every((v) => /lora_[AB]/.test(v.name))).toBe(true);
+    const result = await sft(policy.model, [GREETING], {
+      template: policy.template,
+      steps: 25,
+      batchSize: 1,
+      learningRate: 2e-2,
+      progress: false,
+    });
+    expect(mean(result.losses.slice(-3))).toBeLessThan(mean(result.losses.slice(0, 3)) * 0.5);
+    expect(Array.from(frozen.dataSync())).toEqual(before);
 
     const out = join(dirname(dir), "adapter");
     await exportPeftAdapter(policy.model, out);
@@ -69,6 +83,5 @@ describe("training a loaded checkpoint", () => {
     expect(cfg.r).toBe(8);
     expect(existsSync(join(out, "adapter_model.safetensors"))).toBe(true);
     policy.model.dispose();
-    expect(tf.memory().numTensors).toBeGreaterThanOrEqual(0);
-  }, 180_000);
+  }, 120_000);
 });

@@ -10,7 +10,14 @@ import { writeTinyQwenTokenizer } from "./hf-tokenizer-files.js";
  * tokenizer_config.json with the Qwen3 chat template), eos ids consistent across all three configs.
  */
 export async function writeTinyPretrainedCheckpoint(
-  options: { family?: "qwen2" | "qwen3" | "llama"; seed?: number; dir?: string; name?: string } = {},
+  options: {
+    family?: "qwen2" | "qwen3" | "llama";
+    seed?: number;
+    dir?: string;
+    name?: string;
+    /** Weight init std (default 0.2: large enough that LoRA on the projections can sharpen the output). */
+    initStd?: number;
+  } = {},
 ): Promise<string> {
   const dir = options.dir ?? join(await mkdtemp(join(tmpdir(), "agl-ckpt-")), options.name ?? "tiny-qwen3");
   const tok = await writeTinyQwenTokenizer(dir);
@@ -24,7 +31,7 @@ export async function writeTinyPretrainedCheckpoint(
     numHeads: 4,
     numKvHeads: 2,
     maxPositionEmbeddings: 1024,
-    initStd: 0.05,
+    initStd: options.initStd ?? 0.2,
     extraConfig: { bos_token_id: pad, eos_token_id: eos },
   });
   const genPath = join(dir, "generation_config.json");
