@@ -192,7 +192,7 @@ export function parseHfConfig(json: unknown, file = "config.json"): { arch: Arch
     );
   }
   const r = rope(c, file);
-  if (Math.round(headDim * r.partialRotaryFactor) % 2 !== 0) {
+  if (Math.floor(headDim * r.partialRotaryFactor) % 2 !== 0) {
     throw new PretrainedCheckpointError("invalid_config", file, "the rotary dimension must be even");
   }
   const type = modelType as ModelType;

@@ -1,3 +1,4 @@
+export { BaseModelView } from "./base-view.js";
 export { PretrainedCheckpointError, type PretrainedErrorCode } from "./errors.js";
 export {
   type ExportDtype,
@@ -34,7 +35,7 @@ export {
   exportPeftAdapter,
   loadPeftAdapter,
 } from "./peft.js";
-export { BaseModelView, PretrainedModel, type PretrainedModelOptions } from "./pretrained-model.js";
+export { PretrainedModel, type PretrainedModelOptions } from "./pretrained-model.js";
 export {
   type RandomCheckpointOptions,
   randomCheckpointConfig,

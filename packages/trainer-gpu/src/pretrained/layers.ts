@@ -36,7 +36,8 @@ export function applyRotary(x: tf.Tensor4D, cos: tf.Tensor, sin: tf.Tensor): tf.
 /**
  * Scaled dot-product attention with grouped key/value heads, without repeating keys and values: the
  * `g = H / Hkv` query heads sharing a key head are stacked along the time axis (`[B,Hkv,g*T,dh]`), so one
- * batched product serves the whole group. `bias` (`[B|1, 1, T|1, L]`) is added to the scores.
+ * batched product serves the whole group. `bias` (`[B|1, 1, g*T|1, L]`, see `groupBias`) is added to the
+ * scores.
  */
 export function groupedAttention(
   q: tf.Tensor4D,
@@ -49,8 +50,12 @@ export function groupedAttention(
   const Hkv = k.shape[1];
   const g = H / Hkv;
   const qs = g === 1 ? q : tf.reshape(q, [B, Hkv, g * T, dh]);
-  const b = g > 1 && bias.shape[2] !== 1 ? tf.tile(bias, [1, 1, g, 1]) : bias;
-  const scores = tf.add(mmNT(tf.mul(qs, scale), k), b);
+  const scores = tf.add(mmNT(tf.mul(qs, scale), k), bias);
   const out = mm(tf.softmax(scores), v);
   return (g === 1 ? out : tf.reshape(out, [B, H, T, dh])) as tf.Tensor4D;
+}
+
+/** An attention bias `[B|1, 1, T, L]` repeated for the `g` query heads stacked per key head (once per forward). */
+export function groupBias(bias: tf.Tensor, g: number): tf.Tensor {
+  return g > 1 && bias.shape[2] !== 1 ? tf.tile(bias, [1, 1, g, 1]) : bias;
 }

@@ -6,10 +6,11 @@ import { PolicyModel } from "../model/policy-model.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";
+import { BaseModelView } from "./base-view.js";
 import { exportPretrained } from "./export.js";
 import { loadPretrained } from "./load.js";
 import { ADAPTER_CONFIG_FILE, exportPeftAdapter, restorePeftAdapter } from "./peft.js";
-import { BaseModelView, PretrainedModel } from "./pretrained-model.js";
+import { PretrainedModel } from "./pretrained-model.js";
 
 /**
  * Saving and restoring a policy inside a training checkpoint, whatever its kind: the package's own

@@ -12,11 +12,12 @@ import { AdamW } from "../ppo/optim.js";
 import { SeededRandom } from "../ppo/rng.js";
 import { resumeFromCheckpoint } from "../ppo/run-support.js";
 import { ppoUpdate } from "../ppo/step.js";
+import { oneTripletRollout } from "../ppo/test-support/rollouts.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";
+import { BaseModelView } from "./base-view.js";
 import { loadPretrained } from "./load.js";
 import { applyLora } from "./lora.js";
-import { BaseModelView } from "./pretrained-model.js";
 import { writeRandomCheckpoint } from "./random-checkpoint.js";
 
 /**
@@ -54,17 +55,8 @@ const config = parsePPOConfig({
 });
 
 function rollouts(step: number): CollectedRollout[] {
-  const r = (id: string, uid: string, reward: number, response: number[]): CollectedRollout => ({
-    rolloutId: `${step}-${id}`,
-    uid,
-    sampleIndex: 0,
-    repeat: 0,
-    status: "succeeded",
-    reward,
-    triplets: [
-      { prompt: { token_ids: [1, 12, 13] }, response: { token_ids: response }, reward, metadata: {} },
-    ],
-  });
+  const r = (id: string, uid: string, reward: number, response: number[]) =>
+    oneTripletRollout(step, id, uid, reward, response);
   return [
     r("a", "u1", 1, [14, 15, 2]),
     r("b", "u1", 0, [16, 2]),
@@ -91,6 +83,17 @@ const step = (m: Run, k: number) =>
     4,
   );
 
+const save = (run: Run, dir: string) =>
+  savePPOCheckpoint(dir, {
+    model: run.model,
+    tokenizer,
+    template,
+    optimizer: run.optimizer.getState(),
+    reference: run.reference,
+    critic: null,
+    state: { step: 1, history: [], config },
+  });
+
 const snapshot = (vars: readonly tf.Variable[]) => vars.map((v) => Float32Array.from(v.dataSync()));
 const KEYS = ["actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/ppo_kl"];
 
@@ -109,15 +112,7 @@ describe("PPO on a loaded checkpoint", () => {
     expect(m1["actor/kl_loss"]).toBeGreaterThanOrEqual(0);
 
     const dir = join(root, "lora-run");
-    await savePPOCheckpoint(dir, {
-      model: run.model,
-      tokenizer,
-      template,
-      optimizer: run.optimizer.getState(),
-      reference: run.reference,
-      critic: null,
-      state: { step: 1, history: [], config },
-    });
+    await save(run, dir);
     const stepDir = join(dir, "global_step_1");
     expect((await readdir(join(stepDir, "actor"))).sort()).toEqual([
       "adapter_config.json",
@@ -144,15 +139,7 @@ describe("PPO on a loaded checkpoint", () => {
     expect(run.reference.trainableVariables.every((v) => !v.trainable)).toBe(true);
     step(run, 1);
     const dir = join(root, "full-run");
-    await savePPOCheckpoint(dir, {
-      model: run.model,
-      tokenizer,
-      template,
-      optimizer: run.optimizer.getState(),
-      reference: run.reference,
-      critic: null,
-      state: { step: 1, history: [], config },
-    });
+    await save(run, dir);
     const actor = await readdir(join(dir, "global_step_1", "actor"));
     expect(actor).toEqual(
       expect.arrayContaining(["config.json", "generation_config.json", "model.safetensors"]),

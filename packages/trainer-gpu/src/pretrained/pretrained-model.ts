@@ -2,10 +2,11 @@ import * as tf from "@tensorflow/tfjs";
 import { batchInputs, CausalMasks, checkLength, targetLogProbs, toRows } from "../model/batch-inputs.js";
 import type { CausalLM, IdsInput, LayerKV, MaskInput } from "../model/causal-lm.js";
 import { addBias, embedRows, mm, mmNT } from "../model/ops.js";
+import { BaseModelView } from "./base-view.js";
 import type { ArchConfig } from "./hf-config.js";
-import { applyRotary, groupedAttention, rmsNorm, siluGate } from "./layers.js";
+import { applyRotary, groupBias, groupedAttention, rmsNorm, siluGate } from "./layers.js";
 import { type LoraSettings, type LoraWeights, loraTrainables } from "./lora-state.js";
-import { rotaryDim, rotaryTables } from "./rope.js";
+import { RotaryCache } from "./rope.js";
 import type { FloatTensor } from "./safetensors.js";
 import { linearSites, matmulParameters, weightSpecs } from "./weights.js";
 
@@ -48,7 +49,7 @@ export class PretrainedModel implements CausalLM {
   private readonly vars = new Map<string, tf.Variable>();
   /** LoRA state; `null` until `applyLora`. Managed by lora.ts. */
   lora: { settings: LoraSettings; weights: Map<string, LoraWeights> } | null = null;
-  private rope: { cos: Float32Array; sin: Float32Array; n: number } | undefined;
+  private readonly rotary: RotaryCache;
   private readonly masks = new CausalMasks();
   private disposed = false;
 
@@ -70,6 +71,7 @@ export class PretrainedModel implements CausalLM {
     this.sourceDir = options.sourceDir;
     this.generationConfig = options.generationConfig ?? null;
     this.scope = `agl_hf_${nextInstance++}`;
+    this.rotary = new RotaryCache(arch.headDim, arch.rope, this.config.contextLength);
     for (const spec of weightSpecs(arch)) {
       const shape = spec.linear ? [spec.shape[1] as number, spec.shape[0] as number] : spec.shape;
       const v = value(spec.name, shape);
@@ -213,27 +215,6 @@ export class PretrainedModel implements CausalLM {
     this.vars.clear();
   }
 
-  /** cos/sin `[B,1,T,rot]` for the given flat positions (tables grow on demand up to the context). */
-  private rotary(positions: Int32Array, B: number, T: number): { cos: tf.Tensor; sin: tf.Tensor } {
-    let max = 0;
-    for (const p of positions) if (p > max) max = p;
-    if (!this.rope || this.rope.n <= max) {
-      const n = Math.min(this.config.contextLength, Math.max(256, 2 ** Math.ceil(Math.log2(max + 1))));
-      this.rope = {
-        ...rotaryTables(Math.max(n, max + 1), this.arch.headDim, this.arch.rope),
-        n: Math.max(n, max + 1),
-      };
-    }
-    const rot = rotaryDim(this.arch.headDim, this.arch.rope);
-    const cos = new Float32Array(positions.length * rot);
-    const sin = new Float32Array(positions.length * rot);
-    positions.forEach((p, i) => {
-      cos.set(this.rope!.cos.subarray(p * rot, (p + 1) * rot), i * rot);
-      sin.set(this.rope!.sin.subarray(p * rot, (p + 1) * rot), i * rot);
-    });
-    return { cos: tf.tensor4d(cos, [B, 1, T, rot]), sin: tf.tensor4d(sin, [B, 1, T, rot]) };
-  }
-
   private linear(x: tf.Tensor, path: string, adapters: boolean): tf.Tensor {
     let y = mm(x, this.variable(`${path}.weight`));
     const bias = this.vars.get(`${path}.bias`);
@@ -259,7 +240,8 @@ export class PretrainedModel implements CausalLM {
   ): { h: tf.Tensor2D; kv: LayerKV[] } {
     const a = this.arch;
     const { numHeads: H, numKvHeads: Hkv, headDim: dh, rmsNormEps: eps } = a;
-    const { cos, sin } = this.rotary(positions, B, T);
+    const { cos, sin } = this.rotary.tables(positions, B, T);
+    const attnBias = groupBias(bias, H / Hkv);
     const heads = (t: tf.Tensor, n: number) => tf.reshape(t, [B, T, n, dh]);
     const toBHTD = (t: tf.Tensor) => tf.transpose(t, [0, 2, 1, 3]) as tf.Tensor4D;
     const kv: LayerKV[] = [];
@@ -283,7 +265,7 @@ export class PretrainedModel implements CausalLM {
         vr = tf.concat([prev.v, vr], 2);
       }
       kv.push({ k: kr, v: vr });
-      const attn = groupedAttention(qr, kr, vr, bias, 1 / Math.sqrt(dh));
+      const attn = groupedAttention(qr, kr, vr, attnBias, 1 / Math.sqrt(dh));
       const merged = tf.reshape(tf.transpose(attn, [0, 2, 1, 3]), [B * T, H * dh]);
       h = tf.add(h, this.linear(merged, `${p}.self_attn.o_proj`, adapters));
       const xn2 = rmsNorm(h, this.variable(`${p}.post_attention_layernorm.weight`), eps);
@@ -431,67 +413,4 @@ export class PretrainedModel implements CausalLM {
   get linearSites() {
     return linearSites(this.arch);
   }
-}
-
-/**
- * The base model of a LoRA model with its adapters switched off: the KL reference policy. It shares the
- * (frozen) base weights, so it costs no memory; it owns nothing and trains nothing.
- */
-export class BaseModelView implements CausalLM {
-  constructor(readonly model: PretrainedModel) {}
-
-  get config() {
-    return this.model.config;
-  }
-  get trainableVariables(): tf.Variable[] {
-    return [];
-  }
-  get parameterCount(): number {
-    return this.model.weightNames.reduce((n, name) => n + this.model.variable(name).size, 0);
-  }
-  get matmulParameterCount(): number {
-    return matmulParameters(this.model.arch);
-  }
-  get isDisposed(): boolean {
-    return this.model.isDisposed;
-  }
-  logits(ids: IdsInput, mask?: MaskInput): tf.Tensor3D {
-    return this.model.forwardLogits(ids, mask, false);
-  }
-  hidden(ids: IdsInput, mask?: MaskInput): tf.Tensor3D {
-    const { h, B, T } = this.model.forwardHidden(ids, mask, false);
-    return tf.reshape(h, [B, T, this.config.dModel]);
-  }
-  tokenLogProbs(ids: IdsInput, mask?: MaskInput, o: { temperature?: number } = {}): tf.Tensor2D {
-    return this.model.logProbs(ids, mask, o.temperature ?? 1, false, false).logProbs;
-  }
-  tokenLogProbsWithEntropy(ids: IdsInput, mask?: MaskInput, o: { temperature?: number } = {}) {
-    const r = this.model.logProbs(ids, mask, o.temperature ?? 1, true, false);
-    return { logProbs: r.logProbs, entropy: r.entropy as tf.Tensor2D };
-  }
-  prefill(ids: readonly number[]) {
-    return this.model.prefillWith([ids], false);
-  }
-  prefillMany(prompts: ReadonlyArray<readonly number[]>) {
-    return this.model.prefillWith(prompts, false);
-  }
-  decodeStep(
-    tokens: readonly number[],
-    positions: readonly number[],
-    cache: LayerKV[],
-    keyBias: tf.Tensor4D,
-  ) {
-    return this.model.decodeWith(tokens, positions, cache, keyBias, false);
-  }
-  /** A standalone frozen copy of the base weights (no adapters). */
-  clone(): CausalLM {
-    return this.model.clone({ trainable: false, withAdapters: false });
-  }
-  frozenReference(): CausalLM {
-    return this;
-  }
-  /** Nothing to copy: the view always reads the model's current base weights. */
-  setWeightsFrom(_other: CausalLM): void {}
-  /** Owns nothing: disposing the model frees the weights. */
-  dispose(): void {}
 }

@@ -1,3 +1,4 @@
+import * as tf from "@tensorflow/tfjs";
 import type { RopeConfig } from "./hf-config.js";
 
 /**
@@ -9,7 +10,7 @@ const f32 = Math.fround;
 
 /** Number of dimensions of each head that rotate (the rest pass through). */
 export function rotaryDim(headDim: number, rope: RopeConfig): number {
-  return Math.round(headDim * rope.partialRotaryFactor);
+  return Math.floor(headDim * rope.partialRotaryFactor);
 }
 
 /** Inverse frequencies `[rotaryDim / 2]`. */
@@ -63,4 +64,46 @@ export function rotaryTables(
     }
   }
   return { cos, sin };
+}
+
+/** cos/sin tables of one model, grown on demand (doubling) up to its context length. */
+export class RotaryCache {
+  private table: { cos: Float32Array; sin: Float32Array; n: number } | undefined;
+  private readonly rot: number;
+
+  constructor(
+    private readonly headDim: number,
+    private readonly rope: RopeConfig,
+    private readonly contextLength: number,
+  ) {
+    this.rot = rotaryDim(headDim, rope);
+  }
+
+  /**
+   * cos/sin `[B,1,T,rot]` for flat positions `[B*T]`; rows at the same positions (no padding) share one
+   * `[1,1,T,rot]` table that broadcasts over the batch.
+   */
+  tables(positions: Int32Array, B: number, T: number): { cos: tf.Tensor4D; sin: tf.Tensor4D } {
+    let max = 0;
+    for (const p of positions) if (p > max) max = p;
+    if (!this.table || this.table.n <= max) {
+      const n = Math.max(
+        max + 1,
+        Math.min(this.contextLength, Math.max(256, 2 ** Math.ceil(Math.log2(max + 1)))),
+      );
+      this.table = { ...rotaryTables(n, this.headDim, this.rope), n };
+    }
+    const { rot, table } = this;
+    let rows = B;
+    if (B > 1 && positions.every((p, i) => p === positions[i % T])) rows = 1;
+    const count = rows * T;
+    const cos = new Float32Array(count * rot);
+    const sin = new Float32Array(count * rot);
+    for (let i = 0; i < count; i++) {
+      const p = positions[i] as number;
+      cos.set(table.cos.subarray(p * rot, (p + 1) * rot), i * rot);
+      sin.set(table.sin.subarray(p * rot, (p + 1) * rot), i * rot);
+    }
+    return { cos: tf.tensor4d(cos, [rows, 1, T, rot]), sin: tf.tensor4d(sin, [rows, 1, T, rot]) };
+  }
 }

@@ -44,7 +44,7 @@ function invFreq(cfg: RefConfig, headDim: number): number[] {
   const base = Number(params.rope_theta ?? cfg.rope_theta ?? 10000);
   const type = String(params.rope_type ?? params.type ?? "default");
   const factorPartial = Number(params.partial_rotary_factor ?? cfg.partial_rotary_factor ?? 1);
-  const dim = Math.round(headDim * factorPartial);
+  const dim = Math.floor(headDim * factorPartial);
   const inv: number[] = [];
   for (let i = 0; i < dim; i += 2) inv.push(1 / base ** (i / dim));
   if (type === "linear") return inv.map((f) => f / Number(params.factor));
