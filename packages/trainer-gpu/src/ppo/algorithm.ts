@@ -13,7 +13,7 @@ import {
 } from "@agl/core";
 import { LLMProxy } from "@agl/proxy";
 import type { CausalLM } from "../model/causal-lm.js";
-import { PolicyServer } from "../server/policy-server.js";
+import { defaultModelName, PolicyServer } from "../server/policy-server.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { savePPOCheckpoint } from "./checkpoint.js";
 import { CollectAbortedError, type CollectedRollout, collectRollouts } from "./collect.js";
@@ -68,7 +68,7 @@ export interface PPOOptions {
   policy: PolicyBundle;
   /** Starts the policy server (default `servePolicy`); the trainer puts an `LLMProxy` in front of it. */
   serve?: ServeFn;
-  /** Model name agents see (default "policy"). */
+  /** Model name agents see (default: a loaded checkpoint's name, else "policy"). */
   modelName?: string;
   /** Resource name of the published ProxyLLM (default "main_llm", as in Agent Lightning). */
   resourceName?: string;
@@ -134,7 +134,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
     const { store, logger } = context;
     const { model } = this.options.policy;
     const root = resolve(c.trainer.default_local_dir);
-    const modelName = this.options.modelName ?? "policy";
+    const modelName = this.options.modelName ?? defaultModelName(this.options.policy.model, "policy");
     const threshold = this.options.successThreshold ?? 1;
     const adapter: Pick<Adapter<Span[], Triplet[]>, "adapt"> = (context.adapter as
       | Adapter<Span[], Triplet[]>

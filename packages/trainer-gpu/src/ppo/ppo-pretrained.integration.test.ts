@@ -63,8 +63,7 @@ describe("PPO on a loaded checkpoint with LoRA", () => {
           seed: 5,
         },
       },
-      policy,
-      modelName: policy.modelName,
+      policy, // agents see the checkpoint's name by default
       handleSignals: false,
     });
     const trainer = new Trainer({

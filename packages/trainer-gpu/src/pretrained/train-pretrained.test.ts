@@ -43,7 +43,12 @@ describe("training a loaded checkpoint", () => {
     });
     expect(mean(result.losses.slice(-3))).toBeLessThan(mean(result.losses.slice(0, 3)) * 0.2);
 
-    const server = new PolicyServer({ ...policy });
+    // The server reports the checkpoint's name by default.
+    const server = new PolicyServer({
+      model: policy.model,
+      tokenizer: policy.tokenizer,
+      template: policy.template,
+    });
     await server.start();
     try {
       const client = new OpenAI({ baseURL: server.baseUrl, apiKey: "x", maxRetries: 0 });

@@ -5,6 +5,8 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { Generator } from "../generate/generator.js";
 import type { CausalLM } from "../model/causal-lm.js";
+import { checkpointModelName } from "../pretrained/load.js";
+import { PretrainedModel } from "../pretrained/pretrained-model.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";
@@ -21,7 +23,10 @@ export interface PolicyServerOptions {
   template?: ChatEncoder;
   /** Share a generator (e.g. with in-process sampling); created from model/tokenizer when absent. */
   generator?: Generator;
-  /** The model id clients must send (default "agl-policy"). */
+  /**
+   * The model id clients must send. Default: a loaded Hugging Face checkpoint's name (`_name_or_path`, else
+   * its folder name), otherwise "agl-policy".
+   */
   modelName?: string;
   host?: string;
   /** 0 = any free port (default). */
@@ -65,7 +70,7 @@ export class PolicyServer {
     this.generator =
       options.generator ??
       new Generator(options.model, options.tokenizer, { maxBatchSize: options.maxBatchSize });
-    this.modelName = options.modelName ?? "agl-policy";
+    this.modelName = options.modelName ?? defaultModelName(options.model);
     this.routes = new RouteContext(
       this.generator,
       this.tokenizer,
@@ -202,4 +207,11 @@ function defaultTemplate(tokenizer: TextTokenizer): ChatEncoder {
     "template",
     "pass the checkpoint's chat template with a non-character tokenizer",
   );
+}
+
+/** A loaded checkpoint's name (`_name_or_path`, else its folder name), else `fallback`. */
+export function defaultModelName(model: CausalLM, fallback = "agl-policy"): string {
+  if (model instanceof PretrainedModel && model.sourceDir)
+    return checkpointModelName(model.rawConfig, model.sourceDir);
+  return fallback;
 }
