@@ -152,13 +152,18 @@ export async function loadPretrained(
     const names = specs.map((s) => s.name).filter((n) => owner(n) === f);
     for (const [n, t] of await readSafetensors(join(dir, f), names)) tensors.set(n, t);
   }
-  const model = PretrainedModel.fromTensors(arch, (name) => tensors.get(name) as FloatTensor, {
+  // Each host copy is dropped as soon as its variable exists, so peak memory stays near one model.
+  const take = (name: string) => {
+    const t = tensors.get(name) as FloatTensor;
+    tensors.delete(name);
+    return t;
+  };
+  const model = PretrainedModel.fromTensors(arch, take, {
     contextLength: options.contextLength,
     rawConfig: raw,
     sourceDir: dir,
     generationConfig,
   });
-  tensors.clear();
   return { model, arch, config: raw, generationConfig, modelName: checkpointModelName(raw, dir), dir };
 }
 

@@ -63,6 +63,23 @@ describe("LoRA", () => {
     model.dispose();
   });
 
+  it("a frozen tied head follows weight changes (setWeightsFrom, clone)", async () => {
+    const { model } = await loadPretrained(join(root, "base"));
+    applyLora(model, { rank: 2 });
+    const before = logitsOf(model); // caches the transposed (frozen) embedding
+    const other = (await loadPretrained(join(root, "base"))).model;
+    const e = other.variable("model.embed_tokens.weight");
+    e.assign(tf.mul(e, 1.5));
+    applyLora(other, { rank: 2 });
+    model.setWeightsFrom(other);
+    const after = logitsOf(model);
+    expect(maxDiff(after, before)).toBeGreaterThan(1e-3);
+    expect(maxDiff(after, logitsOf(other))).toBe(0);
+    const copy = model.clone();
+    expect(maxDiff(logitsOf(copy), after)).toBe(0);
+    for (const m of [model, other, copy]) m.dispose();
+  });
+
   it("matches the float64 reference with W + (alpha/r) B A computed independently", async () => {
     const { model } = await loadPretrained(join(root, "base"));
     applyLora(model, { rank: 2, alpha: 6, targetModules: ["k_proj", "o_proj", "gate_proj"] });

@@ -1,7 +1,7 @@
 import * as tf from "@tensorflow/tfjs";
 import { batchInputs, CausalMasks, checkLength, targetLogProbs, toRows } from "../model/batch-inputs.js";
 import type { CausalLM, IdsInput, LayerKV, MaskInput } from "../model/causal-lm.js";
-import { addBias, embedRows, mm, mmNT } from "../model/ops.js";
+import { addBias, embedRows, mm } from "../model/ops.js";
 import { BaseModelView } from "./base-view.js";
 import type { ArchConfig } from "./hf-config.js";
 import { applyRotary, groupBias, groupedAttention, rmsNorm, siluGate } from "./layers.js";
@@ -51,6 +51,8 @@ export class PretrainedModel implements CausalLM {
   lora: { settings: LoraSettings; weights: Map<string, LoraWeights> } | null = null;
   private readonly rotary: RotaryCache;
   private readonly masks = new CausalMasks();
+  /** Transposed tied embedding (frozen embeddings only), with the data it was computed from. */
+  private headT: { dataId: object; tensor: tf.Tensor } | undefined;
   private disposed = false;
 
   /** `value(name)` returns each weight in the in-memory layout (linear weights `[in, out]`). */
@@ -212,6 +214,7 @@ export class PretrainedModel implements CausalLM {
     for (const v of this.vars.values()) v.dispose();
     if (this.lora) for (const w of this.lora.weights.values()) tf.dispose([w.a, w.b]);
     this.masks.dispose();
+    this.headT?.tensor.dispose();
     this.vars.clear();
   }
 
@@ -278,10 +281,20 @@ export class PretrainedModel implements CausalLM {
     return { h: rmsNorm(h, this.variable("model.norm.weight"), eps) as tf.Tensor2D, kv };
   }
 
+  /**
+   * Output logits. A tied head is `h @ E^T`; WASM's transpose-flag matmul is very slow for this product
+   * (the largest of the model), so `E` is transposed explicitly: inside the tape while `E` is trainable
+   * (its gradient must flow), otherwise from a copy cached until `E`'s data changes.
+   */
   private head(h: tf.Tensor): tf.Tensor2D {
-    if (this.arch.tieWordEmbeddings)
-      return mmNT(h, this.variable("model.embed_tokens.weight")) as tf.Tensor2D;
-    return mm(h, this.variable("lm_head.weight")) as tf.Tensor2D;
+    if (!this.arch.tieWordEmbeddings) return mm(h, this.variable("lm_head.weight")) as tf.Tensor2D;
+    const e = this.variable("model.embed_tokens.weight");
+    if (e.trainable) return mm(h, tf.transpose(e)) as tf.Tensor2D;
+    if (this.headT?.dataId !== e.dataId) {
+      this.headT?.tensor.dispose();
+      this.headT = { dataId: e.dataId, tensor: tf.keep(tf.transpose(e)) };
+    }
+    return mm(h, this.headT.tensor) as tf.Tensor2D;
   }
 
   private embed(ids: Int32Array): tf.Tensor2D {

@@ -80,7 +80,7 @@ export class RotaryCache {
   }
 
   /**
-   * cos/sin `[B,1,T,rot]` for flat positions `[B*T]`; rows at the same positions (no padding) share one
+   * cos and signed sin (first half negated, see `applyRotary`) `[B,1,T,rot]` for flat positions `[B*T]`; rows at the same positions (no padding) share one
    * `[1,1,T,rot]` table that broadcasts over the batch.
    */
   tables(positions: Int32Array, B: number, T: number): { cos: tf.Tensor4D; sin: tf.Tensor4D } {
@@ -103,6 +103,8 @@ export class RotaryCache {
       const p = positions[i] as number;
       cos.set(table.cos.subarray(p * rot, (p + 1) * rot), i * rot);
       sin.set(table.sin.subarray(p * rot, (p + 1) * rot), i * rot);
+      // The first half enters negated: rotate_half(x) * sin = swap_halves(x) * [-sin, sin].
+      for (let j = 0; j < rot / 2; j++) sin[i * rot + j] = -(sin[i * rot + j] as number);
     }
     return { cos: tf.tensor4d(cos, [rows, 1, T, rot]), sin: tf.tensor4d(sin, [rows, 1, T, rot]) };
   }

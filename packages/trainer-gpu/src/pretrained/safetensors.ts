@@ -1,4 +1,5 @@
 import { open, rename } from "node:fs/promises";
+import { endianness } from "node:os";
 import { z } from "zod";
 import { PretrainedCheckpointError } from "./errors.js";
 
@@ -13,6 +14,8 @@ import { PretrainedCheckpointError } from "./errors.js";
 export type SafetensorsDtype = "F64" | "F32" | "F16" | "BF16";
 
 const BYTES: Record<SafetensorsDtype, number> = { F64: 8, F32: 4, F16: 2, BF16: 2 };
+
+const LITTLE_ENDIAN = endianness() === "LE";
 
 /** Header entries above this size are rejected (the format itself caps headers at 100 MB). */
 const MAX_HEADER_BYTES = 100_000_000;
@@ -138,14 +141,18 @@ export function decodeFloats(bytes: Uint8Array, dtype: string, file: string, ten
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (dtype === "F32") {
     const out = new Float32Array(bytes.byteLength / 4);
-    for (let i = 0; i < out.length; i++) out[i] = view.getFloat32(i * 4, true);
+    if (LITTLE_ENDIAN) new Uint8Array(out.buffer).set(bytes);
+    else for (let i = 0; i < out.length; i++) out[i] = view.getFloat32(i * 4, true);
     return out;
   }
   if (dtype === "BF16") {
     // bfloat16 is the top half of a float32.
     const out = new Float32Array(bytes.byteLength / 2);
     const u32 = new Uint32Array(out.buffer);
-    for (let i = 0; i < out.length; i++) u32[i] = view.getUint16(i * 2, true) << 16;
+    if (LITTLE_ENDIAN && bytes.byteOffset % 2 === 0) {
+      const u16 = new Uint16Array(bytes.buffer, bytes.byteOffset, out.length);
+      for (let i = 0; i < out.length; i++) u32[i] = (u16[i] as number) << 16;
+    } else for (let i = 0; i < out.length; i++) u32[i] = view.getUint16(i * 2, true) << 16;
     return out;
   }
   if (dtype === "F16") {
@@ -175,12 +182,15 @@ function halfToFloat(h: number): number {
   return sign * 2 ** (exp - 15) * (1 + frac / 1024);
 }
 
-/** float32 -> bfloat16 bits, round to nearest even (NaN stays NaN). */
-export function floatToBf16Bits(x: number): number {
-  const f = new Float32Array([x]);
-  const u = new Uint32Array(f.buffer)[0] as number;
+/** float32 bits -> bfloat16 bits, round to nearest even (NaN stays NaN). */
+function bf16FromBits(u: number): number {
   if ((u & 0x7f800000) === 0x7f800000 && u & 0x7fffff) return (u >>> 16) | 0x40;
   return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
+/** float32 -> bfloat16 bits, round to nearest even (NaN stays NaN). */
+export function floatToBf16Bits(x: number): number {
+  return bf16FromBits(new Uint32Array(new Float32Array([x]).buffer)[0] as number);
 }
 
 /**
@@ -217,12 +227,14 @@ export interface WriteSafetensorsOptions {
 
 function encode(t: FloatTensor, dtype: "F32" | "BF16"): Buffer {
   if (dtype === "F32") {
+    if (LITTLE_ENDIAN) return Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength);
     const b = Buffer.alloc(t.data.length * 4);
     for (let i = 0; i < t.data.length; i++) b.writeFloatLE(t.data[i] as number, i * 4);
     return b;
   }
+  const bits = new Uint32Array(t.data.buffer, t.data.byteOffset, t.data.length);
   const b = Buffer.alloc(t.data.length * 2);
-  for (let i = 0; i < t.data.length; i++) b.writeUInt16LE(floatToBf16Bits(t.data[i] as number), i * 2);
+  for (let i = 0; i < bits.length; i++) b.writeUInt16LE(bf16FromBits(bits[i] as number), i * 2);
   return b;
 }
 
