@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { InvalidArgumentError, parseOrThrow } from "@agl/core";
 import { Template } from "@huggingface/jinja";
 import { z } from "zod";
-import { CheckpointError } from "../model/checkpoint.js";
+import { PretrainedCheckpointError } from "../pretrained/errors.js";
 import { parseHermesToolCalls } from "./hermes-tool-calls.js";
 import type { HfTokenizer } from "./hf-tokenizer.js";
 import { type ChatMessage, ChatMessageSchema, type ToolDefinition, ToolSchema } from "./messages.js";
@@ -70,12 +70,17 @@ export class HfChatTemplate implements ChatEncoder {
       template = await readFile(join(dir, "chat_template.jinja"), "utf8");
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "ENOENT") {
-        throw new CheckpointError(dir, `cannot read chat_template.jinja: ${(error as Error).message}`);
+        throw new PretrainedCheckpointError(
+          "missing_file",
+          join(dir, "chat_template.jinja"),
+          `cannot read: ${(error as Error).message}`,
+        );
       }
     }
     if (template === undefined && tokenizer.config.chat_template == null) {
-      throw new CheckpointError(
-        dir,
+      throw new PretrainedCheckpointError(
+        "missing_file",
+        join(dir, "tokenizer_config.json"),
         "no chat template (neither chat_template.jinja nor tokenizer_config.json's chat_template)",
       );
     }

