@@ -151,9 +151,13 @@ describe("HfTokenizer files", () => {
     );
     await writeTinyQwenTokenizer(bad);
     await writeFile(join(bad, "generation_config.json"), JSON.stringify({ eos_token_id: "x" }));
-    await expect(HfTokenizer.fromDir(bad)).rejects.toThrow(/bad\/generation_config\.json: field eos_token_id/);
+    await expect(HfTokenizer.fromDir(bad)).rejects.toThrow(
+      /bad\/generation_config\.json: field eos_token_id/,
+    );
     await writeTinyQwenTokenizer(bad);
     await writeFile(join(bad, "tokenizer_config.json"), JSON.stringify({ eos_token: "<nope>" }));
-    await expect(HfTokenizer.fromDir(bad)).rejects.toThrow(/tokenizer_config\.json: eos_token "<nope>" is not in the vocabulary/);
+    await expect(HfTokenizer.fromDir(bad)).rejects.toThrow(
+      /tokenizer_config\.json: eos_token "<nope>" is not in the vocabulary/,
+    );
   });
 });
