@@ -14,6 +14,7 @@ export default defineConfig({
       { find: /^@agl\/proxy$/, replacement: src("proxy/src/index.ts") },
       { find: /^@agl\/client$/, replacement: src("client/src/index.ts") },
       { find: /^@agl\/trainer-gpu$/, replacement: src("trainer-gpu/src/index.ts") },
+      { find: /^@agl\/dashboard$/, replacement: src("dashboard/src/index.ts") },
     ],
   },
   test: {

@@ -65,8 +65,11 @@ const program = new Command()
       ...(opts.maxRollouts ? { maxRollouts: opts.maxRollouts } : {}),
       logger,
     });
-    logger.info(
-      `worker ${worker.workerId} running against ${opts.store} with concurrency ${opts.concurrency}`,
+    const server = await worker.describeServer();
+    // Always printed (stderr, whatever the log level): which server a worker talks to decides which
+    // features it has (see LightningStoreClient.serverInfo).
+    process.stderr.write(
+      `agl-worker ${worker.workerId}: store ${opts.store} is ${server ? `an ${server.description}` : "not identified yet"}; concurrency ${opts.concurrency}\n`,
     );
     const summary = await worker.run();
     // Exit explicitly: an abandoned agent (past the grace period) may still hold timers or sockets.

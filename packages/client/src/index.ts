@@ -26,5 +26,9 @@ export {
   LegacyTaskSchema,
 } from "./legacy-client.js";
 export { loadAgent } from "./load-agent.js";
-export { LightningStoreClient, type LightningStoreClientOptions } from "./store-client.js";
+export {
+  LightningStoreClient,
+  type LightningStoreClientOptions,
+  type StoreServerInfo,
+} from "./store-client.js";
 export { Worker, type WorkerOptions } from "./worker.js";

@@ -12,7 +12,8 @@ import {
   Runner,
   type RunnerSummary,
 } from "@agl/core";
-import { LightningStoreClient } from "./store-client.js";
+import { HttpError } from "./http/errors.js";
+import { LightningStoreClient, type StoreServerInfo } from "./store-client.js";
 
 export interface WorkerOptions {
   /** A store server URL (e.g. http://127.0.0.1:4747) or any LightningStore. */
@@ -75,6 +76,24 @@ export class Worker {
 
   get workerId(): string {
     return this.runner.workerId;
+  }
+
+  /**
+   * Which store server this worker talks to (agl-ts or Python Agent Lightning), or null for an
+   * in-process store or a server that cannot be reached yet (the runner keeps polling it). A refused
+   * token (401/403) is thrown: no claim could ever succeed.
+   */
+  async describeServer(): Promise<StoreServerInfo | null> {
+    if (!(this.store instanceof LightningStoreClient)) return null;
+    try {
+      return await this.store.serverInfo();
+    } catch (error) {
+      if (HttpError.isInstance(error) && (error.status === 401 || error.status === 403)) throw error;
+      this.logger.warn(
+        `worker ${this.workerId}: could not identify the store server yet: ${(error as Error).message}`,
+      );
+      return null;
+    }
   }
 
   /** Run until stopped (signal, stop(), or maxRollouts claimed); resolves with the runner's summary. */

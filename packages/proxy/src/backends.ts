@@ -26,7 +26,8 @@ export interface BackendState {
 /** One upstream, with its connection pool and health. */
 export class Backend {
   readonly url: string;
-  readonly model: string | null;
+  /** Changed at run time by `LLMProxy.setBackendModel` (e.g. a new LoRA adapter per policy version). */
+  model: string | null;
   readonly weight: number;
   readonly apiKey: string | null;
   readonly origin: string;

@@ -52,6 +52,10 @@ export function buildProgram(): Command {
       .option("--store-token <token>", "bearer token for an http store server (env AGL_STORE_TOKEN)")
       .option("--host <host>", "listen address", "127.0.0.1")
       .option("-p, --port <port>", "listen port", int("port"), 8080)
+      .option(
+        "--public-url <url>",
+        "base URL agents on other machines reach this proxy at (env AGL_PROXY_PUBLIC_URL)",
+      )
       .option("--model <name>", "public model name (rewrite target and /v1/models)")
       .option("--admin-token <token>", "token for /proxy/* and session routes (env AGL_PROXY_ADMIN_TOKEN)")
       .option("--token-secret <secret>", "HMAC secret for per-attempt tokens (env AGL_PROXY_TOKEN_SECRET)")
@@ -98,6 +102,7 @@ export function proxyOptionsFromArgs(
     backends: (o.backend as string[]).map(parseBackend),
     host: o.host,
     port: o.port,
+    publicUrl: o.publicUrl ?? (env.AGL_PROXY_PUBLIC_URL || null),
     model: o.model ?? null,
     adminToken: o.adminToken ?? env.AGL_PROXY_ADMIN_TOKEN ?? null,
     tokenSecret: o.tokenSecret ?? env.AGL_PROXY_TOKEN_SECRET,

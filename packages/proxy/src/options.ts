@@ -33,6 +33,16 @@ export const LLMProxyOptionsSchema = z.object({
   backends: z.array(BackendSchema).min(1),
   host: z.string().default("127.0.0.1"),
   port: z.number().int().min(0).max(65535).default(0),
+  /**
+   * Base URL other machines reach this proxy at (e.g. "http://trainer-1:8100"), published in
+   * `asResource()`. Default: the bound address (0.0.0.0 becomes 127.0.0.1, fine on one machine only).
+   */
+  publicUrl: z
+    .string()
+    .url()
+    .refine((u) => /^https?:\/\//.test(u), "must be an http(s) URL")
+    .nullable()
+    .default(null),
   /** Guards the control routes; null leaves them open (a warning is logged). */
   adminToken: z.string().min(8).nullable().default(null),
   /**

@@ -151,6 +151,11 @@ export class LLMProxy {
     return this.baseUrl;
   }
 
+  /** The base URL published to agents: the `publicUrl` option, else the bound address (`url`). */
+  get publicUrl(): string {
+    return this.options.publicUrl?.replace(/\/+$/, "") ?? this.url;
+  }
+
   /** Wait until every recorded call's span has been handed to the store. */
   async flush(): Promise<void> {
     while (this.handler.pendingWrites.size) await Promise.all([...this.handler.pendingWrites]);
@@ -179,6 +184,17 @@ export class LLMProxy {
       ...this.handler.captureCounters,
       backends: this.pool.backends.map((b) => b.state()),
     };
+  }
+
+  /**
+   * Ask every backend for `model` from now on (the rewrite target of later calls), e.g. the LoRA adapter
+   * an inference engine serves the new policy version under. Calls already forwarded keep theirs: pause
+   * with `drain` first so none straddles the change.
+   */
+  setBackendModel(model: string): void {
+    if (typeof model !== "string" || model.length === 0)
+      throw new Error("setBackendModel needs a model name");
+    for (const backend of this.pool.backends) backend.model = model;
   }
 
   get modelVersion(): string | number | null {
@@ -223,7 +239,7 @@ export class LLMProxy {
       this.log.warn(`resource temperature ${temperature} ≠ 1 while raw logprobs are recorded`);
     }
     return proxyLLM({
-      endpoint: `${this.url}/v1`,
+      endpoint: `${this.publicUrl}/v1`,
       model,
       api_key: options.apiKey ?? null,
       sampling_parameters: options.samplingParameters ?? {},

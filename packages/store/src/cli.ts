@@ -10,6 +10,7 @@
  * then close the database.
  */
 import { Command, InvalidArgumentError } from "commander";
+import { loadDashboard } from "./dashboard-loader.js";
 import { openStore } from "./index.js";
 import { jsonLinesLogger, silentServerLogger } from "./server/logging.js";
 import { startStoreServer } from "./server/server.js";
@@ -40,6 +41,10 @@ const program = new Command()
   .option("--host <host>", "interface to listen on", "127.0.0.1")
   .option("--port <port>", "port (0 picks a free one)", intInRange(0, 65535), 4747)
   .option("--token <token>", "require this bearer token (default: $AGL_STORE_TOKEN; none = open)")
+  .option(
+    "--public-url <url>",
+    "URL clients on other machines use, logged at start (default: $AGL_STORE_PUBLIC_URL)",
+  )
   .option("--body-limit-mb <mb>", "largest request body", positiveNumber, 32)
   .option("--request-timeout-ms <ms>", "per-request deadline", positiveNumber, 60_000)
   .option(
@@ -49,24 +54,35 @@ const program = new Command()
     20,
   )
   .option("--quiet", "no request logs")
+  .option(
+    "--no-dashboard",
+    "do not serve the web dashboard at /dashboard (served when @agl/dashboard is installed)",
+  )
+  .option("--metrics <file>", "a trainer's metrics log (JSON lines) for the dashboard's Training page")
   .action(async (opts) => {
     const logger = opts.quiet ? silentServerLogger : jsonLinesLogger();
     const store = await openStore(opts.db);
+    const token: string | null = opts.token ?? process.env.AGL_STORE_TOKEN ?? null;
+    const dashboard = opts.dashboard
+      ? await loadDashboard({ token, metricsFile: opts.metrics ?? null })
+      : null;
     const server = await startStoreServer({
       store,
       host: opts.host,
       port: opts.port,
-      token: opts.token ?? process.env.AGL_STORE_TOKEN ?? null,
+      token,
+      dashboard: dashboard ?? undefined,
       bodyLimitBytes: Math.round(opts.bodyLimitMb * 1024 * 1024),
       requestTimeoutMs: opts.requestTimeoutMs,
       maxWaitSeconds: opts.maxWaitSeconds,
       logger,
       closeStore: true,
+      publicUrl: opts.publicUrl ?? (process.env.AGL_STORE_PUBLIC_URL || null),
     });
     if (opts.quiet) {
       // Keep the startup line even when quiet: scripts read the URL from it.
       process.stderr.write(
-        `${JSON.stringify({ level: "info", msg: "store server listening", url: server.url })}\n`,
+        `${JSON.stringify({ level: "info", msg: "store server listening", url: server.url, ...(server.publicUrl !== server.url ? { public_url: server.publicUrl } : {}) })}\n`,
       );
     }
     let stopping = false;

@@ -7,6 +7,7 @@
 export * as tf from "@tensorflow/tfjs";
 export * from "./backend/index.js";
 export * from "./diagnostics/index.js";
+export * from "./engine/index.js";
 export * from "./generate/index.js";
 export * from "./model/index.js";
 export * from "./ppo/index.js";
