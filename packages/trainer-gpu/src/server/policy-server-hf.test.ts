@@ -106,6 +106,21 @@ describe("PolicyServer serving a checkpoint tokenizer", () => {
     expect(s.tokenizer.decode(ids, { skipSpecialTokens: true })).toBe(`<think>\n\n</think>\n\n${CALL_TEXT}`);
   });
 
+  it("completions tokenize a text prompt with the checkpoint tokenizer (special-token strings become tokens)", async () => {
+    const prompt = "<|im_start|>user\n2+3?<|im_end|>\n<|im_start|>assistant\n";
+    const res = (await client.completions.create({
+      model: MODEL,
+      prompt,
+      max_tokens: 5,
+      temperature: 0,
+      return_token_ids: true,
+    } as never)) as OpenAI.Completion & Ext;
+    const choice = res.choices[0] as OpenAI.CompletionChoice & Ext;
+    expect(choice.prompt_token_ids).toEqual(s.tokenizer.encode(prompt));
+    expect(choice.prompt_token_ids[0]).toBe(s.tokenizer.tokenToId("<|im_start|>"));
+    expect(s.tokenizer.decode(choice.token_ids, { skipSpecialTokens: true })).toBe(choice.text);
+  });
+
   it("lists the checkpoint's model name and rejects other names", async () => {
     const models = await client.models.list();
     expect(models.data.map((m) => m.id)).toEqual([MODEL]);
