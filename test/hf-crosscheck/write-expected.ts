@@ -28,7 +28,7 @@ const out = process.argv[2];
 if (!out) throw new Error("usage: hf-crosscheck.ts <out-dir>");
 await selectBackend({ log: () => {} });
 await mkdir(out, { recursive: true });
-const IDS = [1, 17, 200, 5, 99, 3, 250, 42, 7, 128, 64, 2];
+const IDS = Array.from({ length: 48 }, (_, i) => (i * 37 + 11) % 256);
 const logits = (m: PretrainedModel) => tf.tidy(() => (m.logits([IDS]).arraySync() as number[][][])[0]);
 
 const cases: Array<[string, RandomCheckpointOptions]> = [];
@@ -36,6 +36,34 @@ for (const family of ["qwen2", "qwen3", "llama", "mistral"] as const) {
   for (const configStyle of ["v4", "v5"] as const)
     cases.push([`${family}-${configStyle}`, { family, configStyle, seed: 3, initStd: 0.15 }]);
 }
+cases.push([
+  "qwen2-yarn",
+  {
+    family: "qwen2",
+    seed: 6,
+    initStd: 0.15,
+    extraConfig: { rope_scaling: { type: "yarn", factor: 4, original_max_position_embeddings: 64 } },
+  },
+]);
+cases.push([
+  "llama-yarn-v5",
+  {
+    family: "llama",
+    configStyle: "v5",
+    seed: 7,
+    initStd: 0.15,
+    extraConfig: {
+      rope_parameters: {
+        rope_type: "yarn",
+        rope_theta: 10000,
+        factor: 8,
+        original_max_position_embeddings: 32,
+        beta_fast: 16,
+        beta_slow: 2,
+      },
+    },
+  },
+]);
 cases.push([
   "qwen2-sharded-bf16",
   { family: "qwen2", seed: 4, initStd: 0.15, dtype: "bfloat16", maxShardBytes: 40_000 },

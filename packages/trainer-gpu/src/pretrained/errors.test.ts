@@ -86,10 +86,10 @@ describe("corrupted or mismatched checkpoints fail with a typed error naming fil
   it("unsupported rope type", async () => {
     const dir = await copyOf(good);
     await editConfig(dir, (c) => {
-      c.rope_scaling = { rope_type: "yarn", factor: 4 };
+      c.rope_scaling = { rope_type: "longrope", factor: 4 };
     });
     const e = await expectLoadError(dir, "unsupported_config", "config.json");
-    expect(e.message).toContain("yarn");
+    expect(e.message).toContain("longrope");
   });
 
   it("wrong shapes: config says a wider MLP than the weights", async () => {

@@ -74,6 +74,23 @@ describe("forward logits vs an independent float64 reference", () => {
     expect(relError(await modelLogits(bf16, IDS), ref)).toBeLessThan(2e-5);
   });
 
+  it("yarn rope scaling (with its attention factor) follows the reference", async () => {
+    const dir = join(root, "yarn");
+    await writeRandomCheckpoint(dir, {
+      family: "qwen2",
+      seed: 6,
+      initStd: 0.15,
+      extraConfig: { rope_scaling: { type: "yarn", factor: 4, original_max_position_embeddings: 64 } },
+    });
+    const { model } = await loadPretrained(dir);
+    expect(model.arch.rope).toMatchObject({ type: "yarn", factor: 4 });
+    expect(model.arch.rope.attentionFactor).toBeCloseTo(0.1 * Math.log(4) + 1, 12);
+    model.dispose();
+    const ids = Array.from({ length: 40 }, (_, i) => (i * 37 + 11) % 256);
+    const ref = (await ReferenceLM.load(dir)).forward(ids);
+    expect(relError(await modelLogits(dir, ids), ref)).toBeLessThan(2e-5);
+  });
+
   it("partial rotary dimensions and linear rope scaling follow the reference", async () => {
     const dir = join(root, "partial");
     await writeRandomCheckpoint(dir, {

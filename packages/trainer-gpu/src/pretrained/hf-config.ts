@@ -10,7 +10,7 @@ import { PretrainedCheckpointError } from "./errors.js";
 export const SUPPORTED_MODEL_TYPES = ["qwen2", "qwen3", "llama", "mistral"] as const;
 export type ModelType = (typeof SUPPORTED_MODEL_TYPES)[number];
 
-export type RopeType = "default" | "linear" | "llama3";
+export type RopeType = "default" | "linear" | "llama3" | "yarn";
 
 export interface RopeConfig {
   type: RopeType;
@@ -23,6 +23,12 @@ export interface RopeConfig {
   originalMaxPositionEmbeddings: number;
   /** Fraction of each head's dimensions that rotate (1 for the supported families' checkpoints). */
   partialRotaryFactor: number;
+  /** `yarn`: the ramp between interpolated and extrapolated frequencies. */
+  betaFast: number;
+  betaSlow: number;
+  truncate: boolean;
+  /** Scale applied to cos and sin (`yarn`'s attention factor; 1 otherwise). */
+  attentionFactor: number;
 }
 
 /** The architecture, normalised (camelCase), that the model and the exporters work from. */
@@ -67,6 +73,12 @@ const RopeDictSchema = z.looseObject({
   high_freq_factor: z.number().positive().optional(),
   original_max_position_embeddings: z.number().int().positive().optional(),
   partial_rotary_factor: z.number().positive().max(1).optional(),
+  attention_factor: z.number().positive().optional(),
+  beta_fast: z.number().positive().optional(),
+  beta_slow: z.number().positive().optional(),
+  mscale: z.number().optional(),
+  mscale_all_dim: z.number().optional(),
+  truncate: z.boolean().optional(),
 });
 
 export const HfConfigSchema = z.looseObject({
@@ -117,11 +129,11 @@ function rope(c: HfConfig, file: string): RopeConfig {
   if (!p.success)
     throw new PretrainedCheckpointError("invalid_config", file, `rope parameters: ${p.error.message}`);
   const type = p.data.rope_type ?? p.data.type ?? "default";
-  if (type !== "default" && type !== "linear" && type !== "llama3") {
+  if (type !== "default" && type !== "linear" && type !== "llama3" && type !== "yarn") {
     throw new PretrainedCheckpointError(
       "unsupported_config",
       file,
-      `rope type "${type}" is not supported (supported: default, linear, llama3)`,
+      `rope type "${type}" is not supported (supported: default, linear, llama3, yarn)`,
     );
   }
   const theta = p.data.rope_theta ?? c.rope_theta ?? 10000;
@@ -133,10 +145,23 @@ function rope(c: HfConfig, file: string): RopeConfig {
       "rope type llama3 needs low_freq_factor and high_freq_factor",
     );
   }
+  // yarn's attention factor as transformers 5 derives it: 0.1 * mscale * ln(factor) + 1 (1 for factor <= 1).
+  const mscaleOf = (scale: number, m = 1) => (scale <= 1 ? 1 : 0.1 * m * Math.log(scale) + 1);
+  let attentionFactor = 1;
+  if (type === "yarn") {
+    const { mscale, mscale_all_dim: all } = p.data;
+    attentionFactor =
+      p.data.attention_factor ??
+      (mscale && all ? mscaleOf(factor, mscale) / mscaleOf(factor, all) : mscaleOf(factor));
+  }
   return {
     type,
     theta,
     factor,
+    betaFast: p.data.beta_fast ?? 32,
+    betaSlow: p.data.beta_slow ?? 1,
+    truncate: p.data.truncate ?? true,
+    attentionFactor,
     lowFreqFactor: p.data.low_freq_factor ?? 1,
     highFreqFactor: p.data.high_freq_factor ?? 4,
     originalMaxPositionEmbeddings: p.data.original_max_position_embeddings ?? c.max_position_embeddings,

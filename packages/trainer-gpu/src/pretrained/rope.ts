@@ -35,7 +35,36 @@ export function inverseFrequencies(headDim: number, rope: RopeConfig): Float32Ar
       }
     }
   }
+  if (rope.type === "yarn") yarnFrequencies(inv, dim, rope);
   return inv;
+}
+
+/**
+ * YaRN: frequencies below the correction range are interpolated (divided by `factor`), those above are
+ * kept, with a linear ramp between; the range comes from `beta_fast`/`beta_slow` rotations over the
+ * original context.
+ */
+function yarnFrequencies(inv: Float32Array, dim: number, rope: RopeConfig): void {
+  const old = rope.originalMaxPositionEmbeddings;
+  const correctionDim = (rotations: number) =>
+    (dim * Math.log(old / (rotations * 2 * Math.PI))) / (2 * Math.log(rope.theta));
+  let low = correctionDim(rope.betaFast);
+  let high = correctionDim(rope.betaSlow);
+  if (rope.truncate) {
+    low = Math.floor(low);
+    high = Math.ceil(high);
+  }
+  low = Math.max(low, 0);
+  high = Math.min(high, dim - 1);
+  if (low === high) high += 0.001;
+  for (let i = 0; i < inv.length; i++) {
+    const pos = f32(rope.theta ** f32((2 * i) / dim));
+    const extrapolated = f32(1 / pos);
+    const interpolated = f32(1 / f32(rope.factor * pos));
+    const ramp = f32(Math.min(1, Math.max(0, f32((i - low) / (high - low)))));
+    const keep = f32(1 - ramp);
+    inv[i] = f32(f32(interpolated * f32(1 - keep)) + f32(extrapolated * keep));
+  }
 }
 
 /**
@@ -55,8 +84,8 @@ export function rotaryTables(
   for (let p = 0; p < n; p++) {
     for (let j = 0; j < half; j++) {
       const angle = f32(p * (inv[j] as number));
-      const c = Math.cos(angle);
-      const s = Math.sin(angle);
+      const c = f32(Math.cos(angle)) * rope.attentionFactor;
+      const s = f32(Math.sin(angle)) * rope.attentionFactor;
       cos[p * dim + j] = c;
       cos[p * dim + j + half] = c;
       sin[p * dim + j] = s;

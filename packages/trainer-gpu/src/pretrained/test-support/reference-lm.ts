@@ -48,6 +48,19 @@ function invFreq(cfg: RefConfig, headDim: number): number[] {
   const inv: number[] = [];
   for (let i = 0; i < dim; i += 2) inv.push(1 / base ** (i / dim));
   if (type === "linear") return inv.map((f) => f / Number(params.factor));
+  if (type === "yarn") {
+    // YaRN (Peng et al.): interpolate low frequencies, keep high ones, linear ramp over the correction range.
+    const factor = Number(params.factor);
+    const original = Number(params.original_max_position_embeddings ?? cfg.max_position_embeddings);
+    const corr = (rot: number) => (dim * Math.log(original / (rot * 2 * Math.PI))) / (2 * Math.log(base));
+    const low = Math.max(Math.floor(corr(Number(params.beta_fast ?? 32))), 0);
+    let high = Math.min(Math.ceil(corr(Number(params.beta_slow ?? 1))), dim - 1);
+    if (low === high) high += 0.001;
+    return inv.map((f, i) => {
+      const ramp = Math.min(1, Math.max(0, (i - low) / (high - low)));
+      return (f / factor) * ramp + f * (1 - ramp);
+    });
+  }
   if (type !== "llama3") return inv;
   const factor = Number(params.factor);
   const low = Number(params.low_freq_factor);
@@ -113,14 +126,22 @@ export class ReferenceLM {
     const emb = this.mat("model.embed_tokens.weight");
     const T = ids.length;
     let hs: Float64Array[] = ids.map((id) => Float64Array.from(emb[id] as Float64Array));
+    const params = (c.rope_parameters ?? c.rope_scaling ?? {}) as Record<string, number | string>;
+    const yarnFactor = Number(params.factor);
+    const attnScale =
+      String(params.rope_type ?? params.type) === "yarn" && yarnFactor > 1
+        ? 0.1 * Math.log(yarnFactor) + 1
+        : 1;
     const rope = (x: Float64Array, pos: number) => {
       const out = Float64Array.from(x);
       for (let j = 0; j < rot / 2; j++) {
         const a = pos * (inv[j] as number);
+        const cos = Math.cos(a) * attnScale;
+        const sin = Math.sin(a) * attnScale;
         const x1 = x[j] as number;
         const x2 = x[j + rot / 2] as number;
-        out[j] = x1 * Math.cos(a) - x2 * Math.sin(a);
-        out[j + rot / 2] = x2 * Math.cos(a) + x1 * Math.sin(a);
+        out[j] = x1 * cos - x2 * sin;
+        out[j + rot / 2] = x2 * cos + x1 * sin;
       }
       return out;
     };
