@@ -6,6 +6,7 @@
 /** The tfjs instance this package uses (share it to avoid two tfjs copies with separate engines). */
 export * as tf from "@tensorflow/tfjs";
 export * from "./backend/index.js";
+export * from "./diagnostics/index.js";
 export * from "./engine/index.js";
 export * from "./generate/index.js";
 export * from "./model/index.js";

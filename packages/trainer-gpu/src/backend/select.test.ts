@@ -150,7 +150,10 @@ describe("selectBackend with the native packages (injected loader)", () => {
     const sel = await selectBackend({ importModule: load, log: () => {} });
     expect(sel).toMatchObject({ backend: "tensorflow", device: "cpu" });
     expect(sel.skipped).toEqual([
-      { backend: "tensorflow-gpu", reason: "installed but its native addon is missing" },
+      {
+        backend: "tensorflow-gpu",
+        reason: "installed but its native addon is missing (its build script was blocked or failed)",
+      },
     ]);
     expect(warn.mock.calls.filter((c) => /already registered/.test(String(c[0])))).toEqual([]);
     expect(tf.getBackend()).toBe("tensorflow");
@@ -220,5 +223,33 @@ describe("selectBackend with the native packages (injected loader)", () => {
 
     process.env.AGL_TF_BACKEND = "metal";
     await expect(selectBackend({ importModule: cpu.load, log: () => {} })).rejects.toThrow(/Unknown/);
+  });
+});
+
+describe("native package resolution", () => {
+  it("finds a native package installed by the application (working directory), not only next to this package", async () => {
+    const { mkdtempSync, mkdirSync, writeFileSync, rmSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const { tmpdir } = await import("node:os");
+    const app = mkdtempSync(join(tmpdir(), "agl-app-"));
+    const pkg = join(app, "node_modules", "@tensorflow", "tfjs-node-gpu");
+    mkdirSync(pkg, { recursive: true });
+    writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true }));
+    writeFileSync(
+      join(pkg, "package.json"),
+      JSON.stringify({ name: "@tensorflow/tfjs-node-gpu", main: "index.js" }),
+    );
+    writeFileSync(join(pkg, "index.js"), "module.exports = {};");
+    const cwd = process.cwd();
+    try {
+      process.chdir(app);
+      // Found in the app now; its addon was never built (the blocked install script), which is the error.
+      await expect(defaultModuleLoader("@tensorflow/tfjs-node-gpu")).rejects.toThrow(
+        /tfjs_binding\.node missing/,
+      );
+    } finally {
+      process.chdir(cwd);
+      rmSync(app, { recursive: true, force: true });
+    }
   });
 });

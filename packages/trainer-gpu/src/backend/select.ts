@@ -1,6 +1,7 @@
 import { existsSync, readdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
 import * as tf from "@tensorflow/tfjs";
 
 /**
@@ -80,17 +81,28 @@ export function parseBackendName(name: string): BackendName {
 const require = createRequire(import.meta.url);
 
 /**
+ * Where a native package is installed. They are not dependencies of this package (their install script
+ * downloads libtensorflow, which must never run implicitly): the application installs one, so look it up
+ * from the working directory first (the app, or this workspace's root), then from this package.
+ */
+export function resolveNativePackage(pkg: string): { packageJson: string; entry: string } {
+  for (const from of [join(process.cwd(), "package.json"), import.meta.url]) {
+    const req = createRequire(from);
+    try {
+      return { packageJson: req.resolve(`${pkg}/package.json`), entry: req.resolve(pkg) };
+    } catch {
+      // not installed there
+    }
+  }
+  throw new Error(`Cannot find module '${pkg}'`);
+}
+
+/**
  * A native package whose addon was never built throws only after registering half its kernels (and
  * then floods the console with "already registered" when the next one loads), so check the addon first.
  */
-function assertNativeAddon(pkg: string): void {
-  let root: string;
-  try {
-    root = dirname(require.resolve(`${pkg}/package.json`));
-  } catch {
-    throw new Error(`Cannot find module '${pkg}'`);
-  }
-  const lib = join(root, "lib");
+function assertNativeAddon(pkg: string, packageJson: string): void {
+  const lib = join(dirname(packageJson), "lib");
   const built =
     existsSync(lib) && readdirSync(lib).some((d) => existsSync(join(lib, d, "tfjs_binding.node")));
   if (!built) throw new Error(`${pkg}: tfjs_binding.node missing`);
@@ -99,8 +111,10 @@ function assertNativeAddon(pkg: string): void {
 const NATIVE_SPECIFIERS: ReadonlySet<string> = new Set(Object.values(NATIVE_PACKAGES));
 
 export const defaultModuleLoader: ModuleLoader = async (specifier) => {
-  if (NATIVE_SPECIFIERS.has(specifier)) assertNativeAddon(specifier);
-  return import(specifier);
+  if (!NATIVE_SPECIFIERS.has(specifier)) return import(specifier);
+  const { packageJson, entry } = resolveNativePackage(specifier);
+  assertNativeAddon(specifier, packageJson);
+  return import(pathToFileURL(entry).href);
 };
 
 /**
@@ -176,7 +190,8 @@ function shortReason(error: unknown): string {
   const msg = error instanceof Error ? error.message : String(error);
   const firstLine = msg.split("\n")[0] ?? msg;
   if (/Cannot find (module|package)/i.test(firstLine)) return "not installed";
-  if (/tfjs_binding\.node/.test(firstLine)) return "installed but its native addon is missing";
+  if (/tfjs_binding\.node/.test(firstLine))
+    return "installed but its native addon is missing (its build script was blocked or failed)";
   return firstLine.length > 160 ? `${firstLine.slice(0, 157)}...` : firstLine;
 }
 

@@ -5,6 +5,8 @@ import { PolicyModel } from "../model/policy-model.js";
 import type { PolicyBundle } from "../ppo/algorithm.js";
 import { exportPretrained } from "../pretrained/export.js";
 import { PretrainedModel } from "../pretrained/pretrained-model.js";
+import { ChatTemplate } from "../tokenizer/chat-template.js";
+import { Tokenizer } from "../tokenizer/tokenizer.js";
 import { type WeightSync, WeightSyncError } from "./weight-sync.js";
 
 export interface ReloadInfo {
@@ -83,7 +85,13 @@ export async function writeFullCheckpoint(policy: PolicyBundle, dir: string): Pr
     return;
   }
   if (model instanceof PolicyModel) {
-    await saveCheckpoint(dir, model, { tokenizer: policy.tokenizer, template: policy.template });
+    const { tokenizer, template } = policy;
+    if (!(tokenizer instanceof Tokenizer) || !(template instanceof ChatTemplate)) {
+      throw new WeightSyncError(
+        "ReloadHookSync: a PolicyModel checkpoint needs the character-level tokenizer",
+      );
+    }
+    await saveCheckpoint(dir, model, { tokenizer, template });
     return;
   }
   throw new WeightSyncError("ReloadHookSync: the policy model can be neither exported nor checkpointed");

@@ -1,7 +1,7 @@
 import { randomInt } from "node:crypto";
 import * as tf from "@tensorflow/tfjs";
 import type { CausalLM } from "../model/causal-lm.js";
-import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import { IncrementalDecoder, type TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { BatchCache } from "./batch-cache.js";
 import { createRng, type SampledToken, sampleToken, topLogprobs } from "./sampling.js";
 
@@ -25,7 +25,7 @@ export interface GenerateParams {
   seed?: number;
   /** Stop strings: generation ends when the text ends with one; it is cut from `text` (ids keep it). */
   stop?: readonly string[];
-  /** Keep sampling past `<eos>` (benchmarks). */
+  /** Keep sampling past the eos tokens (benchmarks). */
   ignoreEos?: boolean;
   /** How many most-likely alternatives to report per token (raw distribution). */
   topLogprobs?: number;
@@ -78,6 +78,8 @@ interface Seq {
   pos: number;
   lastToken: number;
   text: string;
+  decoder: IncrementalDecoder;
+  stoppedByString?: boolean;
   emitted: number;
   finish?: FinishReason;
   /** Requests of one group (the `n` choices of one HTTP request) are admitted together, on one version. */
@@ -88,8 +90,9 @@ interface Seq {
 
 export class Generator {
   private model: CausalLM;
-  readonly tokenizer: Tokenizer;
+  readonly tokenizer: TextTokenizer;
   readonly maxBatchSize: number;
+  private readonly eosIds: ReadonlySet<number>;
   private queue: Seq[] = [];
   private active: Seq[] = [];
   private readonly cache = new BatchCache();
@@ -100,9 +103,10 @@ export class Generator {
   private _steps = 0;
   private nextGroup = 1;
 
-  constructor(model: CausalLM, tokenizer: Tokenizer, options: GeneratorOptions = {}) {
+  constructor(model: CausalLM, tokenizer: TextTokenizer, options: GeneratorOptions = {}) {
     this.model = model;
     this.tokenizer = tokenizer;
+    this.eosIds = new Set(tokenizer.eosIds);
     this.maxBatchSize = options.maxBatchSize ?? 64;
   }
 
@@ -162,6 +166,7 @@ export class Generator {
         pos: request.promptIds.length,
         lastToken: -1,
         text: "",
+        decoder: new IncrementalDecoder(this.tokenizer),
         emitted: 0,
         group,
         resolve,
@@ -332,15 +337,16 @@ export class Generator {
     seq.tokens.push(token);
     seq.lastToken = token.id;
     seq.pos++;
-    const tok = this.tokenizer;
-    seq.text += tok.decode([token.id], { skipSpecialTokens: true });
+    const before = seq.text.length;
+    seq.text += seq.decoder.push(token.id);
     let release = seq.text.length;
-    const hit = seq.stop.find((s) => seq.text.endsWith(s));
-    if (hit !== undefined) {
-      seq.text = seq.text.slice(0, seq.text.length - hit.length);
+    const hit = findStop(seq.text, seq.stop, before);
+    if (hit >= 0) {
+      seq.text = seq.text.slice(0, hit);
       seq.finish = "stop";
+      seq.stoppedByString = true;
       release = seq.text.length;
-    } else if (token.id === tok.eosId && !r.ignoreEos) {
+    } else if (this.eosIds.has(token.id) && !r.ignoreEos) {
       seq.finish = "stop";
     } else if (seq.tokens.length >= seq.maxTokens || seq.pos >= this.model.config.contextLength) {
       seq.finish = "length";
@@ -374,6 +380,8 @@ export class Generator {
   }
 
   private complete(seq: Seq): void {
+    // A trailing incomplete character (generation cut inside a multi-byte sequence) is released as is.
+    if (!seq.stoppedByString) seq.text += seq.decoder.flush();
     // Flush text held back for a stop string that never completed.
     if (seq.emitted < seq.text.length && seq.tokens.length > 0) {
       const textDelta = seq.text.slice(seq.emitted);
@@ -389,4 +397,14 @@ export class Generator {
       modelVersion: this._version,
     });
   }
+}
+
+/** Earliest position of a stop string that ends in the text added after `before` (-1 when none). */
+function findStop(text: string, stops: readonly string[], before: number): number {
+  let best = -1;
+  for (const s of stops) {
+    const at = text.indexOf(s, Math.max(0, before - s.length + 1));
+    if (at >= 0 && (best < 0 || at < best)) best = at;
+  }
+  return best;
 }

@@ -15,9 +15,8 @@ import {
 import { LLMProxy } from "@agl/proxy";
 import { z } from "zod";
 import type { CausalLM } from "../model/causal-lm.js";
-import { PolicyServer } from "../server/policy-server.js";
-import type { ChatTemplate } from "../tokenizer/chat-template.js";
-import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import { defaultModelName, PolicyServer } from "../server/policy-server.js";
+import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { savePPOCheckpoint } from "./checkpoint.js";
 import { CollectAbortedError, type CollectedRollout, collectRollouts } from "./collect.js";
 import { type PPOConfig, type PPOConfigInput, parsePPOConfig } from "./config.js";
@@ -28,11 +27,14 @@ import { pauseForUpdate, resumeFromCheckpoint, warnIgnoredKeys } from "./run-sup
 import { ppoUpdate } from "./step.js";
 import { ValueHead } from "./value-head.js";
 
-/** The policy being trained: model, tokenizer and chat template (what `loadCheckpoint` returns). */
+/**
+ * The policy being trained: model, tokenizer and chat template — what `loadCheckpoint` returns for a
+ * `PolicyModel`, or `loadPretrained` + `HfTokenizer`/`HfChatTemplate` (see `loadPretrainedPolicy`).
+ */
 export interface PolicyBundle {
   model: CausalLM;
-  tokenizer: Tokenizer;
-  template: ChatTemplate;
+  tokenizer: TextTokenizer;
+  template: ChatEncoder;
 }
 
 /** A running OpenAI-compatible server sampling from `PolicyBundle.model`. */
@@ -107,7 +109,7 @@ export interface PPOOptions {
    * of it. `externalEngine({ url, weightSync })` uses a vLLM/SGLang server instead.
    */
   serve?: ServeFn;
-  /** Model name agents see (default "policy"). */
+  /** Model name agents see (default: a loaded checkpoint's name, else "policy"). */
   modelName?: string;
   /** Resource name of the published ProxyLLM (default "main_llm", as in Agent Lightning). */
   resourceName?: string;
@@ -176,7 +178,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
     const { store, logger } = context;
     const { model } = this.options.policy;
     const root = resolve(c.trainer.default_local_dir);
-    const modelName = this.options.modelName ?? "policy";
+    const modelName = this.options.modelName ?? defaultModelName(this.options.policy.model, "policy");
     const threshold = this.options.successThreshold ?? 1;
     const adapter: Pick<Adapter<Span[], Triplet[]>, "adapt"> = (context.adapter as
       | Adapter<Span[], Triplet[]>

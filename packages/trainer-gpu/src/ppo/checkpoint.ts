@@ -5,8 +5,7 @@ import { join } from "node:path";
 import type { CausalLM } from "../model/causal-lm.js";
 import { BaseModelView } from "../pretrained/base-view.js";
 import { restorePolicyFiles, savePolicyFiles } from "../pretrained/policy-files.js";
-import type { ChatTemplate } from "../tokenizer/chat-template.js";
-import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import type { MetricsRecord } from "./metrics-log.js";
 import type { AdamState } from "./optim.js";
 import type { ValueHeadState } from "./value-head.js";
@@ -31,8 +30,8 @@ export interface TrainerState {
 
 export interface PPOCheckpointParts {
   model: CausalLM;
-  tokenizer: Tokenizer;
-  template: ChatTemplate;
+  tokenizer: TextTokenizer;
+  template: ChatEncoder;
   optimizer: AdamState;
   reference: CausalLM | null;
   /** The GAE value head, null for critic-free estimators. */

@@ -20,6 +20,11 @@ export {
   type LoadPretrainedOptions,
   loadPretrained,
 } from "./load.js";
+export {
+  type LoadPretrainedPolicyOptions,
+  loadPretrainedPolicy,
+  type PretrainedPolicy,
+} from "./load-policy.js";
 export { applyLora, type LoraOptions, loraScale, mergeLora } from "./lora.js";
 export type { LoraSettings } from "./lora-state.js";
 export { estimateMemory, type MemoryEstimate, type MemoryEstimateOptions } from "./memory.js";

@@ -164,8 +164,12 @@ export async function loadPretrained(
     sourceDir: dir,
     generationConfig,
   });
-  const nameOrPath =
-    typeof raw._name_or_path === "string" && raw._name_or_path !== "" ? raw._name_or_path : undefined;
-  const modelName = nameOrPath ?? dir.replace(/\/+$/, "").split("/").pop() ?? dir;
-  return { model, arch, config: raw, generationConfig, modelName, dir };
+  return { model, arch, config: raw, generationConfig, modelName: checkpointModelName(raw, dir), dir };
+}
+
+/** The name to serve a checkpoint under: config.json's `_name_or_path` if set, else the folder's name. */
+export function checkpointModelName(rawConfig: Record<string, unknown>, dir: string): string {
+  const nameOrPath = rawConfig._name_or_path;
+  if (typeof nameOrPath === "string" && nameOrPath !== "") return nameOrPath;
+  return dir.replace(/\/+$/, "").split("/").pop() || dir;
 }

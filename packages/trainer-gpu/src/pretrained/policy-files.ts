@@ -1,8 +1,11 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { CausalLM } from "../model/causal-lm.js";
-import { loadCheckpoint, type SaveCheckpointOptions, saveCheckpoint } from "../model/checkpoint.js";
+import { loadCheckpoint, saveCheckpoint } from "../model/checkpoint.js";
 import { PolicyModel } from "../model/policy-model.js";
+import { ChatTemplate } from "../tokenizer/chat-template.js";
+import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
+import { Tokenizer } from "../tokenizer/tokenizer.js";
 import { BaseModelView } from "./base-view.js";
 import { exportPretrained } from "./export.js";
 import { loadPretrained } from "./load.js";
@@ -16,11 +19,17 @@ import { PretrainedModel } from "./pretrained-model.js";
  * from) for LoRA. A LoRA reference policy is the base itself and is not saved.
  */
 
+export interface PolicyFileOptions {
+  tokenizer: TextTokenizer;
+  template?: ChatEncoder;
+  metadata?: Record<string, unknown>;
+}
+
 /** Save `model` to `dir`; false when there was nothing to save (a LoRA model's base-view reference). */
 export async function savePolicyFiles(
   dir: string,
   model: CausalLM,
-  options: SaveCheckpointOptions,
+  options: PolicyFileOptions,
 ): Promise<boolean> {
   if (model instanceof BaseModelView) return false;
   if (model instanceof PretrainedModel) {
@@ -29,7 +38,16 @@ export async function savePolicyFiles(
     return true;
   }
   if (model instanceof PolicyModel) {
-    await saveCheckpoint(dir, model, options);
+    const { tokenizer, template } = options;
+    if (
+      !(tokenizer instanceof Tokenizer) ||
+      (template !== undefined && !(template instanceof ChatTemplate))
+    ) {
+      throw new Error(
+        "savePolicyFiles: a PolicyModel checkpoint stores the character-level Tokenizer and ChatTemplate only",
+      );
+    }
+    await saveCheckpoint(dir, model, { ...options, tokenizer, template });
     return true;
   }
   throw new Error("savePolicyFiles: unsupported model type");

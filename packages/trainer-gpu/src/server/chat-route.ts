@@ -39,7 +39,7 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
     if (timedOut()) throw new HttpError(504, "Generation timed out", null, "timeout");
     c.header("x-agl-model-version", String(results[0]?.modelVersion ?? r.version));
     const choices = results.map((result, index) => {
-      const { message, finishReason } = assistantMessage(result, parseTools);
+      const { message, finishReason } = assistantMessage(result, parseTools, r.template);
       return {
         index,
         message,
@@ -109,7 +109,7 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
     },
     finish: (sink, results) =>
       results.forEach((result, i) => {
-        const { message, finishReason } = assistantMessage(result, parseTools);
+        const { message, finishReason } = assistantMessage(result, parseTools, r.template);
         const s = streamed[i] as { text: string };
         const delta: Record<string, unknown> = {};
         const rest = (message.content ?? "").slice(s.text.length);

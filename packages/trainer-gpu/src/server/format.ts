@@ -1,7 +1,6 @@
 import type { GeneratedToken, GenerateResult } from "../generate/generator.js";
 import type { ToolCall } from "../tokenizer/messages.js";
-import type { Tokenizer } from "../tokenizer/tokenizer.js";
-import { parseToolCalls } from "../tokenizer/tool-calls.js";
+import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 
 /**
  * Response pieces in OpenAI / vLLM shapes. Logprob fields: `logprob` is the RAW log-probability
@@ -20,7 +19,7 @@ export interface ChatLogprobEntry {
 
 const bytesOf = (s: string) => [...Buffer.from(s, "utf8")];
 
-export function chatLogprobs(tok: Tokenizer, tokens: readonly GeneratedToken[]): ChatLogprobEntry[] {
+export function chatLogprobs(tok: TextTokenizer, tokens: readonly GeneratedToken[]): ChatLogprobEntry[] {
   return tokens.map((t) => {
     const text = tok.tokenText(t.id);
     return {
@@ -45,7 +44,7 @@ export interface CompletionLogprobs {
 }
 
 export function completionLogprobs(
-  tok: Tokenizer,
+  tok: TextTokenizer,
   tokens: readonly GeneratedToken[],
   startOffset = 0,
 ): CompletionLogprobs {
@@ -86,8 +85,9 @@ export type ResponseFinishReason = "stop" | "length" | "tool_calls" | "abort";
 export function assistantMessage(
   result: GenerateResult,
   parseTools: boolean,
+  template: ChatEncoder,
 ): { message: AssistantMessage; finishReason: ResponseFinishReason } {
-  const parsed = parseTools ? parseToolCalls(result.text) : { content: result.text, toolCalls: [] };
+  const parsed = parseTools ? template.parseToolCalls(result.text) : { content: result.text, toolCalls: [] };
   const message: AssistantMessage = { role: "assistant", content: parsed.content };
   if (parsed.toolCalls.length > 0) message.tool_calls = parsed.toolCalls;
   // An aborted generation may hold a complete call followed by more calls it never wrote: still "abort".

@@ -1,11 +1,15 @@
 import type { AddressInfo } from "node:net";
+import { InvalidArgumentError } from "@agl/core";
 import { type ServerType, serve } from "@hono/node-server";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { Generator } from "../generate/generator.js";
 import type { CausalLM } from "../model/causal-lm.js";
+import { checkpointModelName } from "../pretrained/load.js";
+import { PretrainedModel } from "../pretrained/pretrained-model.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
-import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
+import { Tokenizer } from "../tokenizer/tokenizer.js";
 import { chatCompletion } from "./chat-route.js";
 import { completion } from "./completions-route.js";
 import { nowSec, RouteContext } from "./route-context.js";
@@ -13,11 +17,16 @@ import { HttpError } from "./schemas.js";
 
 export interface PolicyServerOptions {
   model: CausalLM;
-  tokenizer: Tokenizer;
-  template?: ChatTemplate;
+  /** The character-level `Tokenizer` or a checkpoint's `HfTokenizer`. */
+  tokenizer: TextTokenizer;
+  /** Required with an `HfTokenizer` (the checkpoint's `HfChatTemplate`); default `new ChatTemplate(tokenizer)`. */
+  template?: ChatEncoder;
   /** Share a generator (e.g. with in-process sampling); created from model/tokenizer when absent. */
   generator?: Generator;
-  /** The model id clients must send (default "agl-policy"). */
+  /**
+   * The model id clients must send. Default: a loaded Hugging Face checkpoint's name (`_name_or_path`, else
+   * its folder name), otherwise "agl-policy".
+   */
   modelName?: string;
   host?: string;
   /** 0 = any free port (default). */
@@ -43,8 +52,8 @@ export interface PolicyServerOptions {
  */
 export class PolicyServer {
   readonly generator: Generator;
-  readonly tokenizer: Tokenizer;
-  readonly template: ChatTemplate;
+  readonly tokenizer: TextTokenizer;
+  readonly template: ChatEncoder;
   readonly modelName: string;
   readonly app: Hono;
   private readonly options: PolicyServerOptions;
@@ -57,11 +66,11 @@ export class PolicyServer {
   constructor(options: PolicyServerOptions) {
     this.options = options;
     this.tokenizer = options.tokenizer;
-    this.template = options.template ?? new ChatTemplate(options.tokenizer);
+    this.template = options.template ?? defaultTemplate(options.tokenizer);
     this.generator =
       options.generator ??
       new Generator(options.model, options.tokenizer, { maxBatchSize: options.maxBatchSize });
-    this.modelName = options.modelName ?? "agl-policy";
+    this.modelName = options.modelName ?? defaultModelName(options.model);
     this.routes = new RouteContext(
       this.generator,
       this.tokenizer,
@@ -190,4 +199,19 @@ export class PolicyServer {
       this.inflight--;
     }
   }
+}
+
+function defaultTemplate(tokenizer: TextTokenizer): ChatEncoder {
+  if (tokenizer instanceof Tokenizer) return new ChatTemplate(tokenizer);
+  throw new InvalidArgumentError(
+    "template",
+    "pass the checkpoint's chat template with a non-character tokenizer",
+  );
+}
+
+/** A loaded checkpoint's name (`_name_or_path`, else its folder name), else `fallback`. */
+export function defaultModelName(model: CausalLM, fallback = "agl-policy"): string {
+  if (model instanceof PretrainedModel && model.sourceDir)
+    return checkpointModelName(model.rawConfig, model.sourceDir);
+  return fallback;
 }

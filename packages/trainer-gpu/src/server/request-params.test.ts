@@ -2,6 +2,8 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GenerateResult } from "../generate/generator.js";
 import { tinySetup } from "../test-support/tiny.js";
+import { ChatTemplate } from "../tokenizer/chat-template.js";
+import { Tokenizer } from "../tokenizer/tokenizer.js";
 import { assistantMessage, completionFinishReason } from "./format.js";
 import { PolicyServer } from "./policy-server.js";
 
@@ -178,6 +180,7 @@ describe("limits and truncation over HTTP", () => {
   });
 
   it("maps the generator's finish reasons without claiming a normal stop for aborted output", () => {
+    const template = new ChatTemplate(new Tokenizer());
     const result = (finishReason: GenerateResult["finishReason"], text: string): GenerateResult => ({
       promptIds: [1],
       tokenIds: [],
@@ -190,12 +193,12 @@ describe("limits and truncation over HTTP", () => {
     expect(completionFinishReason(result("length", "a"))).toBe("length");
     expect(completionFinishReason(result("abort", "a"))).toBe("abort");
     const call = '<tool_call>{"name":"f","arguments":{}}</tool_call>';
-    expect(assistantMessage(result("stop", call), true).finishReason).toBe("tool_calls");
-    expect(assistantMessage(result("abort", call), true).finishReason).toBe("abort");
-    expect(assistantMessage(result("abort", "par"), true)).toEqual({
+    expect(assistantMessage(result("stop", call), true, template).finishReason).toBe("tool_calls");
+    expect(assistantMessage(result("abort", call), true, template).finishReason).toBe("abort");
+    expect(assistantMessage(result("abort", "par"), true, template)).toEqual({
       message: { role: "assistant", content: "par" },
       finishReason: "abort",
     });
-    expect(assistantMessage(result("length", "par"), false).finishReason).toBe("length");
+    expect(assistantMessage(result("length", "par"), false, template).finishReason).toBe("length");
   });
 });

@@ -2,8 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Context } from "hono";
 import type { z } from "zod";
 import type { GenerateRequest, Generator, TokenEvent } from "../generate/generator.js";
-import type { ChatTemplate } from "../tokenizer/chat-template.js";
-import type { Tokenizer } from "../tokenizer/tokenizer.js";
+import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { type ChatCompletionRequest, type CompletionRequest, HttpError, zodToHttpError } from "./schemas.js";
 
 export function newId(prefix: string): string {
@@ -16,8 +15,8 @@ export const nowSec = () => Math.floor(Date.now() / 1000);
 export class RouteContext {
   constructor(
     readonly generator: Generator,
-    readonly tokenizer: Tokenizer,
-    readonly template: ChatTemplate,
+    readonly tokenizer: TextTokenizer,
+    readonly template: ChatEncoder,
     readonly modelName: string,
     readonly requestTimeoutMs: number,
   ) {}

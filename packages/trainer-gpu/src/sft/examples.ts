@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from "@agl/core";
-import type { ChatTemplate, EncodedChat } from "../tokenizer/chat-template.js";
 import type { ChatMessage, ToolDefinition } from "../tokenizer/messages.js";
+import type { ChatEncoder, EncodedChat } from "../tokenizer/text-tokenizer.js";
 
 /**
  * Turning transcripts as they come out of the adapter (`TraceToMessages`: `role: string`, `content` null
@@ -142,7 +142,7 @@ export function prepareExample(raw: unknown, index: number): PreparedExample {
 
 /** Prepare and render one transcript; a template rejection becomes a skip reason instead of a throw. */
 export function encodeExample(
-  template: ChatTemplate,
+  template: ChatEncoder,
   raw: unknown,
   index: number,
 ): { ok: true; encoded: EncodedChat } | { ok: false; reason: string } {

@@ -3,8 +3,8 @@ import * as tf from "@tensorflow/tfjs";
 import cliProgress from "cli-progress";
 import { createRng } from "../generate/sampling.js";
 import type { CausalLM } from "../model/causal-lm.js";
-import type { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { ChatMessage, ToolDefinition } from "../tokenizer/messages.js";
+import type { ChatEncoder } from "../tokenizer/text-tokenizer.js";
 import { encodeExample, type RawSftExample, summarizeSkips } from "./examples.js";
 
 /** One transcript in OpenAI chat format (the adapter's `TraceToMessages` output has this shape). */
@@ -14,7 +14,7 @@ export interface SftExample {
 }
 
 export interface SftOptions {
-  template: ChatTemplate;
+  template: ChatEncoder;
   /** Passes over the data (default 1); ignored when `steps` is set. */
   epochs?: number;
   /** Exact number of optimizer steps (cycling through reshuffled data). */

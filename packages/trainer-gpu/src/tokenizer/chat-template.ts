@@ -7,8 +7,9 @@ import {
   type ToolDefinition,
   ToolSchema,
 } from "./messages.js";
+import type { ChatEncoder, EncodeChatOptions, EncodedChat } from "./text-tokenizer.js";
 import type { Tokenizer } from "./tokenizer.js";
-import { renderToolCallBody } from "./tool-calls.js";
+import { type ParsedAssistantOutput, parseToolCalls, renderToolCallBody } from "./tool-calls.js";
 
 /**
  * The chat template. Every message renders to its own token segment, independent of later messages:
@@ -32,19 +33,6 @@ export interface ChatTemplateOptions {
   toolStyle?: ToolStyle;
 }
 
-export interface EncodedChat {
-  ids: number[];
-  /** 1 where the token was produced by the assistant (its text, tool calls and closing `<eos>`), else 0. */
-  assistantMask: number[];
-  /** Index in `ids` where each message's segment starts (the tools block is not a message). */
-  messageOffsets: number[];
-}
-
-export interface EncodeChatOptions {
-  /** Append `<|assistant|>` so the model continues as the assistant (default true). */
-  addGenerationPrompt?: boolean;
-}
-
 const ROLE_TOKEN = {
   system: "<|system|>",
   developer: "<|system|>",
@@ -53,7 +41,7 @@ const ROLE_TOKEN = {
   tool: "<|tool|>",
 } as const;
 
-export class ChatTemplate {
+export class ChatTemplate implements ChatEncoder {
   readonly toolStyle: ToolStyle;
 
   constructor(
@@ -70,6 +58,11 @@ export class ChatTemplate {
     }
     const props = (fn.parameters as { properties?: Record<string, unknown> } | undefined)?.properties ?? {};
     return `${fn.name}(${Object.keys(props).join(",")})`;
+  }
+
+  /** Strict parse of canonical `<tool_call>` blocks (see `parseToolCalls`). */
+  parseToolCalls(text: string): ParsedAssistantOutput {
+    return parseToolCalls(text);
   }
 
   /** Validate messages/tools (InvalidArgumentError naming the field) and render to ids with the assistant mask. */

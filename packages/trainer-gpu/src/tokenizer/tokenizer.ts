@@ -5,6 +5,8 @@
  * one token per character makes tokenization trivially incremental and unambiguous (no BPE split drift).
  */
 
+import type { TextTokenizer } from "./text-tokenizer.js";
+
 export const SPECIAL_TOKENS = [
   "<pad>",
   "<bos>",
@@ -35,7 +37,7 @@ export interface DecodeOptions {
   skipSpecialTokens?: boolean;
 }
 
-export class Tokenizer {
+export class Tokenizer implements TextTokenizer {
   readonly chars: string;
   readonly vocabSize: number;
   private readonly charToId = new Map<string, number>();
@@ -70,6 +72,9 @@ export class Tokenizer {
   }
   get eosId(): number {
     return 2;
+  }
+  get eosIds(): readonly number[] {
+    return [this.eosId];
   }
   get unkId(): number {
     return 3;

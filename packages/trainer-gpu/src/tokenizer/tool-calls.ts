@@ -27,7 +27,7 @@ export interface ParsedAssistantOutput {
   toolCalls: ToolCall[];
 }
 
-function newCallId(): string {
+export function newCallId(): string {
   return `call_${randomBytes(9).toString("base64url")}`;
 }
 

@@ -1,0 +1,1 @@
+export * from "./gpu-check.js";
