@@ -40,6 +40,7 @@ export * from "./trainer/algorithm.js";
 export * from "./trainer/baseline.js";
 export * from "./trainer/trainer.js";
 export * from "./types/ids.js";
+export * from "./types/input-rules.js";
 export * from "./types/misc.js";
 export * from "./types/resources.js";
 export * from "./types/rollout.js";

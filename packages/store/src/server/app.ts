@@ -106,7 +106,8 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
   registerMiscRoutes(api, store);
   registerRolloutRoutes(api, store, { maxWaitSeconds, shutdownSignal });
   app.route("/v1/agl", api);
-  registerOtlpRoutes(app, store, { maxDecompressedBytes: bodyLimitBytes * 8, logger });
+  // Decompressed OTLP bodies get the same cap as plain ones: inflating is the expensive part.
+  registerOtlpRoutes(app, store, { maxDecompressedBytes: bodyLimitBytes, logger });
   registerLegacyRoutes(app, store, { taskTimeoutSeconds: options.legacyTaskTimeoutSeconds ?? 300 });
 
   app.notFound((c) =>

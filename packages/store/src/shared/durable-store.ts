@@ -284,8 +284,8 @@ export abstract class DurableStoreBase {
   }
 
   async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
-    const rid = parseOrThrow(z.string(), rolloutId, "rollout_id");
-    parseOrThrow(z.string(), attemptId, "attempt_id");
+    const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
+    parseOrThrow(IdSchema, attemptId, "attempt_id");
     await this.enter();
     return (await this.reserveSequences(new Map([[rid, 1]]))).get(rid)!;
   }
