@@ -66,7 +66,7 @@ describe("OTLP ingest limits", () => {
         fetch(`${h.server.url}/v1/traces`, {
           method: "POST",
           headers: { "content-type": "application/x-protobuf", "content-encoding": "gzip" },
-          body: bomb,
+          body: new Uint8Array(bomb),
         }),
       ),
     );
