@@ -2,7 +2,7 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { LightningStore } from "@agl/core";
 import { serve } from "@hono/node-server";
-import { createStoreApp, type StoreAppOptions } from "./app.js";
+import { createStoreApp, DEFAULT_REQUEST_TIMEOUT_MS, type StoreAppOptions } from "./app.js";
 import { jsonLinesLogger } from "./logging.js";
 
 export interface StoreServerOptions extends Omit<StoreAppOptions, "shutdownSignal"> {
@@ -15,6 +15,10 @@ export interface StoreServerOptions extends Omit<StoreAppOptions, "shutdownSigna
   closeTimeoutMs?: number;
   /** Close the store too when the server closes. Default false (the caller owns the store). */
   closeStore?: boolean;
+  /** Most open connections at once; more are refused at accept. Default 1024. */
+  maxConnections?: number;
+  /** Time a client has to send its request headers, in ms. Default 10 s. */
+  headersTimeoutMs?: number;
 }
 
 export interface StoreServer {
@@ -33,18 +37,31 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     port = 4747,
     closeTimeoutMs = 10_000,
     closeStore = false,
+    maxConnections = 1024,
+    headersTimeoutMs = 10_000,
     ...appOptions
   } = options;
+  const requestTimeoutMs = appOptions.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const logger = appOptions.logger ?? jsonLinesLogger();
   const shutdown = new AbortController();
   const app = createStoreApp(store, { ...appOptions, logger, shutdownSignal: shutdown.signal });
 
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, hostname: host, port }, () => resolve(s as Server)) as Server;
+    // Slow clients cannot hold connections: headers and the whole request body must arrive within
+    // their timeouts (Node answers 408 and closes), checked every second rather than every 30 s.
+    const serverOptions = {
+      headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs),
+      requestTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, requestTimeoutMs),
+    };
+    const s = serve({ fetch: app.fetch, hostname: host, port, serverOptions }, () =>
+      resolve(s as Server),
+    ) as Server;
     s.once("error", reject);
   });
   // Idle keep-alive sockets must not hold close() open; active ones finish their request first.
   server.keepAliveTimeout = 5_000;
+  server.maxConnections = maxConnections;
   const address = server.address() as AddressInfo;
   const urlHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
   const url = `http://${urlHost}:${address.port}`;
