@@ -14,6 +14,7 @@ export * from "./instrument/openai.js";
 // --- runtime: logging, tracing, emitters, instrumentation, agents, runner, trainer
 export * from "./logger.js";
 export { isLightningStore, parseOptions } from "./options.js";
+export * from "./redact.js";
 export * from "./runner/runner.js";
 export * from "./runner/system-snapshot.js";
 export * from "./store/inputs.js";

@@ -84,7 +84,9 @@ export function createControlApp(d: ControlDeps): Hono<Env> {
   );
 
   const health = (c: any) => {
-    const backends = d.pool.backends.map((b) => b.state());
+    // Backend URLs and errors are topology: only for the admin (or an open proxy); others see health.
+    const full = d.auth.isAdmin(c.env.incoming.headers);
+    const backends = d.pool.backends.map((b) => (full ? b.state() : { healthy: b.state().healthy }));
     return c.json({
       status: backends.some((b) => b.healthy) ? "ok" : "degraded",
       mode: "http",

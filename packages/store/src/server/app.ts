@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import type { ServerResponse } from "node:http";
-import type { LightningStore } from "@agl/core";
+import { type LightningStore, redactSecrets } from "@agl/core";
 import { Hono } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 import { HTTPException } from "hono/http-exception";
@@ -126,8 +126,8 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
         method: c.req.method,
         path: c.req.path,
         error_type: body.error_type,
-        message: error.message,
-        stack: error.stack,
+        message: redactSecrets(error.message),
+        stack: error.stack === undefined ? undefined : redactSecrets(error.stack),
       });
     }
     return c.json(body, status);
