@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { AttemptDirectory } from "./attempt-directory.js";
+import { AttemptLiveness } from "./attempt-liveness.js";
 import { type Attribution, Attributor } from "./attribution.js";
 import { AuthError, type Authenticator } from "./auth.js";
 import type { BackendPool } from "./backends.js";
@@ -26,19 +27,22 @@ export class LLMCallHandler {
   private readonly attributor: Attributor;
   /** Null when the store cannot look attempts up, or checks are off: every attribution is taken as is. */
   private readonly directory: AttemptDirectory | null;
+  /** Null when the store cannot look attempts up: scoped tokens then end only at their expiry. */
+  private readonly liveness: AttemptLiveness | null;
 
   constructor(
     private readonly o: ResolvedProxyOptions,
     private readonly writer: SpanWriter,
     private readonly pool: BackendPool,
     private readonly gate: PauseGate,
-    auth: Authenticator,
+    private readonly auth: Authenticator,
     sessions: SessionRegistry,
     log: ProxyLogger,
   ) {
     this.recorder = new CallRecorder(writer, sessions, o, log);
     this.attributor = new Attributor(o.traceHeader, auth, sessions);
     this.directory = o.unknownAttempts === "reject" ? AttemptDirectory.for(o.store, log) : null;
+    this.liveness = AttemptLiveness.for(o.store, log);
   }
 
   /** Span writes not yet settled; stop() and flush() wait for them. */
@@ -83,6 +87,21 @@ export class LLMCallHandler {
     }
     if (body === null || typeof body !== "object" || Array.isArray(body)) {
       return sendJson(res, 400, openaiError("request body must be a JSON object", "invalid_request_error"));
+    }
+    if (attribution && this.liveness && this.auth.identify(req.headers).kind === "attempt") {
+      // A scoped token works only while its attempt runs.
+      const finished = await this.liveness.finishedStatus(attribution.rolloutId, attribution.attemptId);
+      if (finished !== null) {
+        return sendJson(
+          res,
+          403,
+          openaiError(
+            `attempt ${attribution.attemptId} of rollout ${attribution.rolloutId} has finished (${finished}); its token no longer works`,
+            "authentication_error",
+            "attempt_finished",
+          ),
+        );
+      }
     }
     if (attribution?.explicit && this.directory) {
       const { rolloutId: rid, attemptId: aid } = attribution;

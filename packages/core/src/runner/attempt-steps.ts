@@ -1,4 +1,4 @@
-import { ScopedTokenSigner } from "../auth/scoped-token.js";
+import { DEFAULT_SCOPED_TOKEN_TTL_SECONDS, ScopedTokenSigner } from "../auth/scoped-token.js";
 import { IllegalTransitionError, InvalidArgumentError, NotFoundError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { LightningStore } from "../store/store.js";
@@ -24,8 +24,10 @@ export function attemptTokenMinter(
   return (attempted) => {
     const timeout = attempted.config.timeout_seconds;
     return signer.mint(attempted.rollout_id, attempted.attempt.attempt_id, {
-      // Without a rollout timeout the attempt may legitimately run for any time, so the token does too.
-      ttlSeconds: timeout == null ? null : Math.ceil(timeout) + TOKEN_TTL_MARGIN_SECONDS,
+      // Without a rollout timeout: the default lifetime. Either way the proxy stops honouring the token
+      // once the attempt has finished.
+      ttlSeconds:
+        timeout == null ? DEFAULT_SCOPED_TOKEN_TTL_SECONDS : Math.ceil(timeout) + TOKEN_TTL_MARGIN_SECONDS,
     });
   };
 }
