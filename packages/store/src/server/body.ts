@@ -7,7 +7,7 @@ const CLIENT_ABORTED = Symbol.for("agl.store.ClientAbortedError");
 
 /** The client closed the connection before its request body arrived: logged as info, never as a server error. */
 export class ClientAbortedError extends HTTPException {
-  private readonly [CLIENT_ABORTED] = true;
+  protected readonly [CLIENT_ABORTED] = true;
   constructor() {
     super(400, { message: "request aborted by the client" });
     this.name = "ClientAbortedError";
