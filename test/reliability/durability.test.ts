@@ -77,7 +77,7 @@ async function killLoop(db: string): Promise<Record<string, number>> {
         const spans = (await client.querySpans(a.rolloutId)).items;
         if (!spans.some((s) => s.span_id === a.spanId)) missing++;
       }
-      if (a.succeeded && r.status !== "succeeded") missing++;
+      if (a.succeeded && r?.status !== "succeeded") missing++;
     }
     return {
       acknowledged_rollouts: acked.length,
