@@ -22,7 +22,9 @@ export interface SoakResult {
   succeeded: number;
   failed: number;
   lost: number;
+  /** Rollouts enqueued more than once (same input) or with more than one succeeded attempt. */
   doubled: number;
+  doubledIds: string[];
   stuck: number;
   succeededWithoutSpans: number;
   workerKills: number;
@@ -46,9 +48,11 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
         input: { i: i + k, sleepMs: 10 + ((i + k) % 5) * 10 },
         config: {
           max_attempts: 50,
-          retry_condition: ["failed", "timeout", "unresponsive"] as Attempt["status"][],
+          // Not "unresponsive": an attempt marked unresponsive during a store outage may still
+          // succeed afterwards (unresponsive -> succeeded is legal), which with a retry already
+          // started gives the rollout a second succeeded attempt. A killed worker's attempt times out.
+          retry_condition: ["failed", "timeout"] as Attempt["status"][],
           timeout_seconds: 15,
-          unresponsive_seconds: 4,
         },
       }));
       enqueued.push(...(await client.enqueueManyRollouts(batch)));
@@ -136,7 +140,8 @@ async function check(
   let stuck = 0;
   let succeeded = 0;
   let failed = 0;
-  let doubled = [...inputs.values()].filter((n) => n > 1).length;
+  const doubledIds: string[] = [];
+  for (const r of all) if ((inputs.get((r.input as { i: number }).i) ?? 0) > 1) doubledIds.push(r.rollout_id);
   let succeededWithoutSpans = 0;
   let attempts = 0;
   for (const e of enqueued) {
@@ -150,7 +155,7 @@ async function check(
     const tried = (await client.queryAttempts(r.rollout_id, { limit: -1 })).items;
     attempts += tried.length;
     const wins = tried.filter((a) => a.status === "succeeded");
-    if (wins.length > 1) doubled++;
+    if (wins.length > 1) doubledIds.push(`${r.rollout_id} (${wins.length} succeeded attempts)`);
     if (r.status !== "succeeded") continue;
     succeeded++;
     const spans: Span[] = (
@@ -165,7 +170,8 @@ async function check(
     succeeded,
     failed,
     lost,
-    doubled,
+    doubled: doubledIds.length,
+    doubledIds: doubledIds.slice(0, 20),
     stuck,
     succeededWithoutSpans,
     attempts,
