@@ -6,14 +6,29 @@
  */
 export const FULL = process.env.AGL_RELIABILITY_FULL === "1";
 
+/** attemptTimeoutSeconds: how soon a SIGKILLed worker's attempt times out and is retried. */
 export const SOAK = FULL
-  ? { rollouts: 5000, workers: 4, workerKills: 50, storeRestarts: 5, timeoutMs: 40 * 60_000 }
-  : { rollouts: 150, workers: 2, workerKills: 3, storeRestarts: 1, timeoutMs: 150_000 };
+  ? {
+      rollouts: 5000,
+      workers: 4,
+      workerKills: 50,
+      storeRestarts: 5,
+      attemptTimeoutSeconds: 15,
+      timeoutMs: 40 * 60_000,
+    }
+  : {
+      rollouts: 100,
+      workers: 2,
+      workerKills: 3,
+      storeRestarts: 1,
+      attemptTimeoutSeconds: 8,
+      timeoutMs: 150_000,
+    };
 
 export const DURABILITY = FULL ? { kills: 20, writesPerKill: 150 } : { kills: 2, writesPerKill: 60 };
 
 export const FUZZ = {
-  requests: FULL ? 20_000 : 1_200,
+  requests: FULL ? 20_000 : 800,
   seed: process.env.AGL_FUZZ_SEED === undefined ? 20261125 : Number(process.env.AGL_FUZZ_SEED),
   path: process.env.AGL_FUZZ_PATH,
 };

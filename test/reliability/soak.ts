@@ -14,6 +14,7 @@ export interface SoakOptions {
   workers: number;
   workerKills: number;
   storeRestarts: number;
+  attemptTimeoutSeconds: number;
   timeoutMs: number;
 }
 
@@ -52,7 +53,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
           // succeed afterwards (unresponsive -> succeeded is legal), which with a retry already
           // started gives the rollout a second succeeded attempt. A killed worker's attempt times out.
           retry_condition: ["failed", "timeout"] as Attempt["status"][],
-          timeout_seconds: 15,
+          timeout_seconds: o.attemptTimeoutSeconds,
         },
       }));
       enqueued.push(...(await client.enqueueManyRollouts(batch)));
