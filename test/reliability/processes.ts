@@ -1,17 +1,6 @@
 /** Store servers that can be SIGKILLed and restarted on the same port, and soak worker processes. */
-import { createServer } from "node:net";
 import { type Child, spawnStoreServer, spawnTs } from "../store-http/processes.js";
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from "../support/postgres.js";
 
 /** An agl-store process on a fixed port, so clients reach its successor after a kill. */
 export class RestartableStore {

@@ -21,7 +21,7 @@ export interface StartOptions {
 
 let started: Promise<string> | null = null;
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);
