@@ -59,8 +59,9 @@ describe("PostgreSQL: concurrent waits do not slow other requests", () => {
       await report("pg-waits", result);
       controller.abort();
       await Promise.all(waits);
-      // 1 ms of slack: at sub-millisecond latencies a ratio alone would measure timer noise.
-      expect(loaded).toBeLessThan(2 * idle + 1);
+      // A few ms of slack: at millisecond latencies on a shared CI machine a bare ratio measures noise
+      // (a query per waiter every 500 ms through a pool of 10, as before, costs far more).
+      expect(loaded).toBeLessThan(2 * idle + (FULL ? 1 : 3));
     } finally {
       controller.abort();
       await store.kill();
