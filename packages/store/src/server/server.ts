@@ -15,7 +15,7 @@ export interface StoreServerOptions extends Omit<StoreAppOptions, "shutdownSigna
   closeTimeoutMs?: number;
   /** Close the store too when the server closes. Default false (the caller owns the store). */
   closeStore?: boolean;
-  /** Most open connections at once; more are refused at accept. Default 1024. */
+  /** Most open connections at once (long-poll waits each hold one); more are refused at accept. Default 10,000. */
   maxConnections?: number;
   /** Time a client has to send its request headers, in ms. Default 10 s. */
   headersTimeoutMs?: number;
@@ -37,7 +37,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     port = 4747,
     closeTimeoutMs = 10_000,
     closeStore = false,
-    maxConnections = 1024,
+    maxConnections = 10_000,
     headersTimeoutMs = 10_000,
     ...appOptions
   } = options;
