@@ -146,7 +146,9 @@ export function createControlApp(d: ControlDeps): Hono<Env> {
     const body = await jsonBody(c.req, TokenBody);
     if (!body.ok) return c.json({ detail: body.detail }, 422);
     const v = body.value;
-    const token = d.mintAttemptToken(v.rollout_id, v.attempt_id, { ttlSeconds: v.ttl_seconds ?? null });
+    // Absent: the default lifetime; an explicit null: a token that never expires (its attempt's end still ends it).
+    const ttl = v.ttl_seconds === undefined ? {} : { ttlSeconds: v.ttl_seconds };
+    const token = d.mintAttemptToken(v.rollout_id, v.attempt_id, ttl);
     return c.json({ token, rollout_id: v.rollout_id, attempt_id: v.attempt_id }, 201);
   });
 
