@@ -21,6 +21,8 @@ export interface StartOptions {
 
 let started: Promise<string> | null = null;
 
+export { freePort };
+
 const isRootUser = (): boolean => process.getuid?.() === 0;
 
 /** Run a PostgreSQL binary, as `postgres` when we are root. */

@@ -17,6 +17,8 @@ import {
   type AttemptQuery,
   AttemptSchema,
   type EnqueueRolloutRequest,
+  InvalidArgumentError,
+  invalidId,
   type LightningStore,
   type NamedResources,
   type PaginatedResult,
@@ -72,7 +74,16 @@ import {
   wireQuery,
 } from "./http/wire.js";
 
-const enc = encodeURIComponent;
+/**
+ * An id as one path segment. Ids the store rejects (`.` and `..() => `, which URL normalisation would turn
+ * into another route whatever their escaping, control characters, lone surrogates) fail here with the
+ * store's own InvalidArgumentError instead of reaching a wrong route or throwing a URIError.
+ */
+function enc(id: string, field: string): string {
+  const problem = typeof id === "string" ? invalidId(id) : "must be a string";
+  if (problem) throw new InvalidArgumentError(field, problem);
+  return encodeURIComponent(id);
+}
 
 export interface LightningStoreClientOptions extends TransportOptions {
   /** Longest single server-side wait asked for by waitForRollouts, in seconds. Default 10. */
@@ -134,11 +145,13 @@ export class LightningStoreClient implements LightningStore {
   private async call<T>(
     schema: z.ZodType<T>,
     method: "get" | "post",
-    path: string,
+    route: string | (() => string),
     options: Parameters<StoreTransport["request"]>[2] = {},
     trusted?: Shape<T>,
   ): Promise<T> {
     if (this.closed) throw new StoreClosedError("LightningStoreClient is closed");
+    // A lazy route builds its path (and checks its ids) here, so a bad id rejects like any other error.
+    const path = typeof route === "string" ? route : route();
     let fromAgl = false;
     const onResponse = options.onResponse;
     const body = await this.http.request<unknown>(method, path, {
@@ -222,10 +235,15 @@ export class LightningStoreClient implements LightningStore {
   }
 
   startAttempt(rolloutId: string, options: { workerId?: string | null } = {}): Promise<AttemptedRollout> {
-    return this.call(AttemptedRolloutSchema, "post", `rollouts/${enc(rolloutId)}/attempts`, {
-      json: { worker_id: options.workerId ?? null },
-      idempotent: false,
-    });
+    return this.call(
+      AttemptedRolloutSchema,
+      "post",
+      () => `rollouts/${enc(rolloutId, "rollout_id")}/attempts`,
+      {
+        json: { worker_id: options.workerId ?? null },
+        idempotent: false,
+      },
+    );
   }
 
   queryRollouts(query?: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
@@ -233,11 +251,13 @@ export class LightningStoreClient implements LightningStore {
   }
 
   getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
-    return this.call(MaybeRollout, "get", `rollouts/${enc(rolloutId)}`);
+    return this.call(MaybeRollout, "get", () => `rollouts/${enc(rolloutId, "rollout_id")}`);
   }
 
   updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout> {
-    return this.call(RolloutSchema, "post", `rollouts/${enc(rolloutId)}`, { json: patch });
+    return this.call(RolloutSchema, "post", () => `rollouts/${enc(rolloutId, "rollout_id")}`, {
+      json: patch,
+    });
   }
 
   /**
@@ -287,20 +307,25 @@ export class LightningStoreClient implements LightningStore {
 
   // --- attempts
   queryAttempts(rolloutId: string, query?: AttemptQuery): Promise<PaginatedResult<Attempt>> {
-    return this.call(PaginatedAttempts, "post", `rollouts/${enc(rolloutId)}/attempts/search`, {
-      json: wireQuery(query),
-    });
+    return this.call(
+      PaginatedAttempts,
+      "post",
+      () => `rollouts/${enc(rolloutId, "rollout_id")}/attempts/search`,
+      {
+        json: wireQuery(query),
+      },
+    );
   }
 
   getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
-    return this.call(MaybeAttempt, "get", `rollouts/${enc(rolloutId)}/attempts/latest`);
+    return this.call(MaybeAttempt, "get", () => `rollouts/${enc(rolloutId, "rollout_id")}/attempts/latest`);
   }
 
   updateAttempt(rolloutId: string, attemptId: string, patch: AttemptPatch): Promise<Attempt> {
     return this.call(
       AttemptSchema,
       "post",
-      `rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}`,
+      () => `rollouts/${enc(rolloutId, "rollout_id")}/attempts/${enc(attemptId, "attempt_id")}`,
       { json: patch },
       trustedAttempt,
     );
@@ -312,11 +337,13 @@ export class LightningStoreClient implements LightningStore {
   }
 
   updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate> {
-    return this.call(ResourcesUpdateSchema, "post", `resources/${enc(resourcesId)}`, { json: resources });
+    return this.call(ResourcesUpdateSchema, "post", () => `resources/${enc(resourcesId, "resources_id")}`, {
+      json: resources,
+    });
   }
 
   getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
-    return this.call(MaybeResources, "get", `resources/${enc(resourcesId)}`);
+    return this.call(MaybeResources, "get", () => `resources/${enc(resourcesId, "resources_id")}`);
   }
 
   getLatestResources(): Promise<ResourcesUpdate | null> {
@@ -402,7 +429,7 @@ export class LightningStoreClient implements LightningStore {
   }
 
   getWorkerById(workerId: string): Promise<Worker | null> {
-    return this.call(MaybeWorker, "get", `workers/${enc(workerId)}`);
+    return this.call(MaybeWorker, "get", () => `workers/${enc(workerId, "worker_id")}`);
   }
 
   updateWorker(
@@ -410,7 +437,7 @@ export class LightningStoreClient implements LightningStore {
     update?: { heartbeat_stats?: Record<string, unknown> | null },
   ): Promise<Worker> {
     const body = update?.heartbeat_stats != null ? { heartbeat_stats: update.heartbeat_stats } : {};
-    return this.call(WorkerSchema, "post", `workers/${enc(workerId)}`, { json: body });
+    return this.call(WorkerSchema, "post", () => `workers/${enc(workerId, "worker_id")}`, { json: body });
   }
 
   async close(): Promise<void> {

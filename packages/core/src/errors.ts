@@ -129,6 +129,32 @@ export class SpansEvictedError extends AglError {
   }
 }
 
+const SPANS_NOT_STORED = marker("SpansNotStoredError");
+
+/**
+ * An attempt's spans could not all be written to the store, so its result is incomplete (a reward
+ * without its triplets, or the reverse): the runner fails the attempt with this error instead of
+ * reporting success, and the store's retry policy decides whether the rollout runs again.
+ */
+export class SpansNotStoredError extends AglError {
+  protected readonly [SPANS_NOT_STORED] = true;
+  readonly rolloutId: string;
+  readonly attemptId: string;
+  readonly count: number;
+
+  constructor(rolloutId: string, attemptId: string, count: number) {
+    super(`${count} span(s) of attempt ${attemptId} of rollout ${rolloutId} could not be stored`);
+    this.name = "SpansNotStoredError";
+    this.rolloutId = rolloutId;
+    this.attemptId = attemptId;
+    this.count = count;
+  }
+
+  static override isInstance(error: unknown): error is SpansNotStoredError {
+    return typeof error === "object" && error !== null && (error as any)[SPANS_NOT_STORED] === true;
+  }
+}
+
 const ABORTED = marker("AbortedError");
 
 /**

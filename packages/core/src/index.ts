@@ -14,6 +14,7 @@ export * from "./instrument/openai.js";
 // --- runtime: logging, tracing, emitters, instrumentation, agents, runner, trainer
 export * from "./logger.js";
 export { isLightningStore, parseOptions } from "./options.js";
+export * from "./redact.js";
 export * from "./runner/runner.js";
 export * from "./runner/system-snapshot.js";
 export * from "./store/inputs.js";
@@ -40,6 +41,7 @@ export * from "./trainer/algorithm.js";
 export * from "./trainer/baseline.js";
 export * from "./trainer/trainer.js";
 export * from "./types/ids.js";
+export * from "./types/input-rules.js";
 export * from "./types/misc.js";
 export * from "./types/resources.js";
 export * from "./types/rollout.js";

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { redactSecrets } from "@agl/core";
 import { Pool } from "undici";
 import { callUpstream, collectBody, type UpstreamTransport } from "./upstream.js";
 
@@ -73,14 +74,15 @@ export class Backend {
   }
 
   state(): BackendState {
+    // Served by the unauthenticated /health route: no credentials of the URL or its errors.
     return {
-      url: this.url,
+      url: redactSecrets(this.url),
       model: this.model,
       weight: this.weight,
       healthy: this.available(Date.now()),
       inflight: this.inflight,
       consecutiveFailures: this.consecutiveFailures,
-      lastError: this.lastError,
+      lastError: this.lastError === null ? null : redactSecrets(this.lastError),
     };
   }
 }

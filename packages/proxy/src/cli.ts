@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { redactSecrets } from "@agl/core";
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { BackendConfig } from "./backends.js";
 import type { LLMProxyOptions } from "./options.js";
@@ -146,7 +147,7 @@ export async function main(argv = process.argv): Promise<void> {
   const proxy = new LLMProxy({ store, ...proxyOptionsFromArgs(o) });
   const url = await proxy.start();
   console.log(
-    `agl-proxy listening on ${url} (OpenAI base URL ${url}/v1), recording into ${o.storeModule ?? o.store}`,
+    `agl-proxy listening on ${url} (OpenAI base URL ${url}/v1), recording into ${redactSecrets(o.storeModule ?? o.store)}`,
   );
   if (o.relay)
     console.log(`agl-proxy relay mode: workers connect to ${url.replace(/^http/, "ws")}/ws/worker`);
@@ -166,7 +167,7 @@ export async function main(argv = process.argv): Promise<void> {
 const invokedDirectly = process.argv[1] && /agl-proxy|cli\.(js|ts)$/.test(process.argv[1]);
 if (invokedDirectly) {
   main().catch((error) => {
-    console.error(`agl-proxy: ${(error as Error).message}`);
+    console.error(`agl-proxy: ${redactSecrets((error as Error).message)}`);
     process.exit(1);
   });
 }

@@ -84,7 +84,9 @@ export function createControlApp(d: ControlDeps): Hono<Env> {
   );
 
   const health = (c: any) => {
-    const backends = d.pool.backends.map((b) => b.state());
+    // Backend URLs and errors are topology: only for the admin (or an open proxy); others see health.
+    const full = d.auth.isAdmin(c.env.incoming.headers);
+    const backends = d.pool.backends.map((b) => (full ? b.state() : { healthy: b.state().healthy }));
     return c.json({
       status: backends.some((b) => b.healthy) ? "ok" : "degraded",
       mode: "http",
@@ -144,7 +146,9 @@ export function createControlApp(d: ControlDeps): Hono<Env> {
     const body = await jsonBody(c.req, TokenBody);
     if (!body.ok) return c.json({ detail: body.detail }, 422);
     const v = body.value;
-    const token = d.mintAttemptToken(v.rollout_id, v.attempt_id, { ttlSeconds: v.ttl_seconds ?? null });
+    // Absent: the default lifetime; an explicit null: a token that never expires (its attempt's end still ends it).
+    const ttl = v.ttl_seconds === undefined ? {} : { ttlSeconds: v.ttl_seconds };
+    const token = d.mintAttemptToken(v.rollout_id, v.attempt_id, ttl);
     return c.json({ token, rollout_id: v.rollout_id, attempt_id: v.attempt_id }, 201);
   });
 

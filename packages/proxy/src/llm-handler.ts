@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { AttemptDirectory } from "./attempt-directory.js";
+import { AttemptLiveness } from "./attempt-liveness.js";
 import { type Attribution, Attributor } from "./attribution.js";
 import { AuthError, type Authenticator } from "./auth.js";
 import type { BackendPool } from "./backends.js";
@@ -35,13 +36,15 @@ export class LLMCallHandler {
   private readonly directory: AttemptDirectory | null;
   /** `/v1/responses` conversations for `previous_response_id`, per attempt. */
   private readonly history = new ResponseHistory();
+  /** Null when the store cannot look attempts up: scoped tokens then end only at their expiry. */
+  private readonly liveness: AttemptLiveness | null;
 
   constructor(
     private readonly o: ResolvedProxyOptions,
     private readonly writer: SpanWriter,
     private readonly pool: BackendPool,
     private readonly gate: PauseGate,
-    auth: Authenticator,
+    private readonly auth: Authenticator,
     sessions: SessionRegistry,
     log: ProxyLogger,
     /** Relay mode: wait (up to ms) for a worker when no backend is connected; resolves whether one is. */
@@ -50,6 +53,7 @@ export class LLMCallHandler {
     this.recorder = new CallRecorder(writer, sessions, o, log);
     this.attributor = new Attributor(o.traceHeader, auth, sessions);
     this.directory = o.unknownAttempts === "reject" ? AttemptDirectory.for(o.store, log) : null;
+    this.liveness = AttemptLiveness.for(o.store, log);
   }
 
   /** Span writes not yet settled; stop() and flush() wait for them. */
@@ -94,6 +98,21 @@ export class LLMCallHandler {
     }
     if (body === null || typeof body !== "object" || Array.isArray(body)) {
       return sendJson(res, 400, openaiError("request body must be a JSON object", "invalid_request_error"));
+    }
+    if (attribution && this.liveness && this.auth.identify(req.headers).kind === "attempt") {
+      // A scoped token works only while its attempt runs.
+      const finished = await this.liveness.finishedStatus(attribution.rolloutId, attribution.attemptId);
+      if (finished !== null) {
+        return sendJson(
+          res,
+          403,
+          openaiError(
+            `attempt ${attribution.attemptId} of rollout ${attribution.rolloutId} has finished (${finished}); its token no longer works`,
+            "authentication_error",
+            "attempt_finished",
+          ),
+        );
+      }
     }
     let dialect: ClientDialect | null = null;
     if (match.op === "responses" || match.op === "messages") {

@@ -1,6 +1,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { generateTokenSecret, type LLM, type ProxyLLM, proxyLLM, proxyLLMBaseUrl } from "@agl/core";
+import {
+  generateTokenSecret,
+  type LLM,
+  type ProxyLLM,
+  proxyLLM,
+  proxyLLMBaseUrl,
+  redactSecrets,
+} from "@agl/core";
 import { getRequestListener } from "@hono/node-server";
 import { Authenticator } from "./auth.js";
 import { BackendPool, type BackendState } from "./backends.js";
@@ -21,8 +28,8 @@ import { type SessionRecord, SessionRegistry } from "./sessions.js";
 import { SpanWriter } from "./span-writer.js";
 
 const consoleLogger: ProxyLogger = {
-  warn: (m) => console.warn(`[agl-proxy] ${m}`),
-  error: (m) => console.error(`[agl-proxy] ${m}`),
+  warn: (m) => console.warn(`[agl-proxy] ${redactSecrets(m)}`),
+  error: (m) => console.error(`[agl-proxy] ${redactSecrets(m)}`),
 };
 
 /**

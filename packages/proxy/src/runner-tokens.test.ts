@@ -1,4 +1,10 @@
-import { type RolloutContext, Runner, ScopedTokenSigner, silentLogger } from "@agl/core";
+import {
+  DEFAULT_SCOPED_TOKEN_TTL_SECONDS,
+  type RolloutContext,
+  Runner,
+  ScopedTokenSigner,
+  silentLogger,
+} from "@agl/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Harness, startHarness } from "./test-support/harness.js";
 
@@ -90,10 +96,11 @@ describe("runner-minted scoped tokens against the real LLMProxy", () => {
     expect((await h.spans(other.rolloutId)).filter((x) => x.name.includes("chat"))).toHaveLength(0);
   });
 
-  it("mints tokens that never expire when the rollout has no timeout", async () => {
+  it("mints tokens with the default lifetime when the rollout has no timeout", async () => {
     const { seen } = await runWith(h.proxy.tokenSecret, null);
     for (const s of seen) {
-      expect(new ScopedTokenSigner(h.proxy.tokenSecret).verify(s.apiKey!)?.expiresAt).toBeNull();
+      const expiresAt = new ScopedTokenSigner(h.proxy.tokenSecret).verify(s.apiKey!)!.expiresAt!;
+      expect(Math.abs(expiresAt - (Date.now() / 1000 + DEFAULT_SCOPED_TOKEN_TTL_SECONDS))).toBeLessThan(10);
       expect(s.ownStatus).toBe(200);
     }
   });

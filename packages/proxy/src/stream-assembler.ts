@@ -20,10 +20,35 @@ interface ChoiceAcc {
   stopReason: unknown;
 }
 
+export interface StreamAssemblerLimits {
+  /** Highest choice index + 1 recorded (default 128); chunks for others are ignored. */
+  maxChoices?: number;
+  /** Highest tool-call index + 1 recorded per choice (default 128). */
+  maxToolCalls?: number;
+  /** Stream bytes assembled (default 64 MiB); past them the record stops and is marked truncated. */
+  maxBytes?: number;
+}
+
+const DEFAULT_LIMITS: Required<StreamAssemblerLimits> = {
+  maxChoices: 128,
+  maxToolCalls: 128,
+  maxBytes: 64 * 1024 * 1024,
+};
+
+/** Append without spreading: a hostile chunk's array could exceed the engine's argument limit. */
+function append(target: unknown[], items: readonly unknown[]): void {
+  for (const item of items) target.push(item);
+}
+
+const validIndex = (value: unknown, limit: number): value is number =>
+  typeof value === "number" && Number.isInteger(value) && value >= 0 && value < limit;
+
 /**
  * Rebuilds the non-streamed response from OpenAI/vLLM SSE chunks (prompt ids on the first chunk, output ids
  * and logprobs per chunk, usage on the last), so a streamed call is recorded exactly as a non-streamed one.
- * Fed the raw bytes as they are relayed; tolerant of chunks the client never sees completed.
+ * Fed the raw bytes as they are relayed; tolerant of chunks the client never sees completed. Bounded:
+ * one upstream chunk cannot make it allocate or loop beyond its limits (indexes, bytes); what exceeds
+ * them is ignored (`ignored`) or ends the recording (`truncated`), never the relay.
  */
 export class StreamAssembler {
   readonly isChat: boolean;
@@ -40,13 +65,26 @@ export class StreamAssembler {
   firstChunkAt: number | null = null;
   upstreamError: unknown = null;
   malformed = 0;
+  /** Choices or tool calls dropped for an index outside the limits. */
+  ignored = 0;
+  /** Why recording stopped early (the stream itself is relayed in full), or null. */
+  truncated: string | null = null;
+  private readonly limits: Required<StreamAssemblerLimits>;
+  private bytes = 0;
 
-  constructor(isChat: boolean) {
+  constructor(isChat: boolean, limits: StreamAssemblerLimits = {}) {
     this.isChat = isChat;
+    this.limits = { ...DEFAULT_LIMITS, ...limits };
     this.parser = createParser({ onEvent: (event) => this.onData(event.data) });
   }
 
   push(bytes: Buffer): void {
+    if (this.truncated !== null) return;
+    this.bytes += bytes.length;
+    if (this.bytes > this.limits.maxBytes) {
+      this.truncated = `stream longer than ${this.limits.maxBytes} bytes`;
+      return;
+    }
     this.parser.feed(this.decoder.decode(bytes, { stream: true }));
   }
 
@@ -109,10 +147,15 @@ export class StreamAssembler {
 
   private onChoice(c: any): void {
     if (!c || typeof c !== "object") return;
-    const a = this.acc(typeof c.index === "number" ? c.index : 0);
+    const index = c.index ?? 0;
+    if (!validIndex(index, this.limits.maxChoices)) {
+      this.ignored++;
+      return;
+    }
+    const a = this.acc(index);
     if (c.finish_reason) a.finishReason = c.finish_reason;
     if (c.stop_reason !== undefined && c.stop_reason !== null) a.stopReason = c.stop_reason;
-    if (Array.isArray(c.token_ids)) (a.tokenIds ??= []).push(...c.token_ids);
+    if (Array.isArray(c.token_ids)) append((a.tokenIds ??= []), c.token_ids);
     if (Array.isArray(c.prompt_token_ids) && a.promptTokenIds === null) a.promptTokenIds = c.prompt_token_ids;
     const lp = c.logprobs;
     if (this.isChat) {
@@ -124,7 +167,12 @@ export class StreamAssembler {
       }
       if (Array.isArray(d.tool_calls)) {
         for (const t of d.tool_calls) {
-          const i = typeof t?.index === "number" ? t.index : a.toolCalls.length;
+          if (!t || typeof t !== "object") continue;
+          const i = t.index ?? a.toolCalls.length;
+          if (!validIndex(i, this.limits.maxToolCalls)) {
+            this.ignored++;
+            continue;
+          }
           const call = (a.toolCalls[i] ??= { function: { name: "", arguments: "" } });
           if (t.id) call.id = t.id;
           if (t.type) call.type = t.type;
@@ -132,7 +180,7 @@ export class StreamAssembler {
           if (typeof t.function?.arguments === "string") call.function.arguments += t.function.arguments;
         }
       }
-      if (lp && Array.isArray(lp.content)) (a.logprobContent ??= []).push(...lp.content);
+      if (lp && Array.isArray(lp.content)) append((a.logprobContent ??= []), lp.content);
     } else {
       if (typeof c.text === "string") a.text += c.text;
       if (lp && typeof lp === "object") {
@@ -143,7 +191,7 @@ export class StreamAssembler {
           text_offset: [],
         });
         for (const key of ["tokens", "token_logprobs", "top_logprobs", "text_offset"] as const) {
-          if (Array.isArray(lp[key])) acc[key].push(...lp[key]);
+          if (Array.isArray(lp[key])) append(acc[key], lp[key]);
         }
       }
     }

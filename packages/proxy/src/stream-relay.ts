@@ -62,12 +62,13 @@ export function relayStream(
         record.httpStatus = status;
         record.response = assembler.result() as Record<string, any>;
         record.ttftMs = assembler.firstChunkAt === null ? null : assembler.firstChunkAt - startedAt;
-        const incomplete = !assembler.done;
+        const incomplete = !assembler.done || assembler.truncated !== null;
         record.partial = clientGone || incomplete;
         if (clientGone) record.error = "client disconnected";
         else if (assembler.upstreamError)
           record.error = `upstream stream error: ${JSON.stringify(assembler.upstreamError)}`;
         else if (error) record.error = error;
+        else if (assembler.truncated) record.error = `recording stopped: ${assembler.truncated}`;
         else if (incomplete) record.error = "stream ended without [DONE]";
       }
       resolve();

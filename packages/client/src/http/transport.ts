@@ -15,7 +15,7 @@
  * throughput. ky stays for the legacy and http-agent clients, where it is not on a hot path.
  */
 import { STATUS_CODES } from "node:http";
-import { AbortedError } from "@agl/core";
+import { AbortedError, findUnstorable, InvalidArgumentError } from "@agl/core";
 import { HTTPError, TimeoutError } from "ky";
 import { Agent, errors as undiciErrors, request as undiciRequest } from "undici";
 import { describeErrorBody, errorFromResponse, HttpNetworkError, type ServerErrorInfo } from "./errors.js";
@@ -213,7 +213,7 @@ export class StoreTransport {
       const query = toSearchParams(options.searchParams).toString();
       if (query) url += `?${query}`;
     }
-    const body = options.json === undefined ? undefined : JSON.stringify(options.json);
+    const body = options.json === undefined ? undefined : serialise(options.json);
     const headers = body === undefined ? this.headers : this.jsonHeaders;
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const maxRetries = options.retry === false ? 0 : this.retryDelays.length;
@@ -252,6 +252,22 @@ export class StoreTransport {
   async close(): Promise<void> {
     this.closed = true;
     await this.agent?.destroy();
+  }
+}
+
+/** JSON text of a request body; a body no store could accept fails like the store would (naming the field). */
+function serialise(json: unknown): string {
+  try {
+    return JSON.stringify(json);
+  } catch (error) {
+    const problem = findUnstorable(json);
+    const field = problem
+      ? problem.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${p}`)).join("")
+      : "";
+    throw new InvalidArgumentError(
+      field.replace(/^\./, ""),
+      problem?.message ?? `cannot be sent as JSON (${(error as Error).message})`,
+    );
   }
 }
 

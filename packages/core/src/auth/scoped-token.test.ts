@@ -6,7 +6,7 @@ import type { Algorithm } from "../trainer/algorithm.js";
 import { Baseline } from "../trainer/baseline.js";
 import { Trainer } from "../trainer/trainer.js";
 import { llm, proxyLLM } from "../types/resources.js";
-import { generateTokenSecret, ScopedTokenSigner } from "./scoped-token.js";
+import { DEFAULT_SCOPED_TOKEN_TTL_SECONDS, generateTokenSecret, ScopedTokenSigner } from "./scoped-token.js";
 
 const SECRET = "a-secret-of-at-least-16-bytes";
 
@@ -19,7 +19,10 @@ describe("ScopedTokenSigner", () => {
     const claims = signer.verify(token);
     expect(claims).toMatchObject({ rolloutId: "ro-1", attemptId: "at-1" });
     expect(claims!.expiresAt).toBeGreaterThan(Date.now() / 1000 + 90);
-    expect(signer.verify(signer.mint("ro-1", "at-1"))?.expiresAt).toBeNull();
+    // Without a TTL: the default lifetime; only an explicit null never expires.
+    const defaulted = signer.verify(signer.mint("ro-1", "at-1"))!.expiresAt!;
+    expect(Math.abs(defaulted - (Date.now() / 1000 + DEFAULT_SCOPED_TOKEN_TTL_SECONDS))).toBeLessThan(5);
+    expect(signer.verify(signer.mint("ro-1", "at-1", { ttlSeconds: null }))?.expiresAt).toBeNull();
   });
 
   it("rejects expired, forged, tampered and foreign tokens", () => {

@@ -12,6 +12,8 @@ export interface AttemptClaims {
 const PREFIX = "agl1";
 /** Below this an HMAC key is guessable offline from one captured token. */
 export const MIN_TOKEN_SECRET_BYTES = 16;
+/** Lifetime of a scoped token minted without an explicit TTL (24 h): a leaked token cannot live forever. */
+export const DEFAULT_SCOPED_TOKEN_TTL_SECONDS = 24 * 60 * 60;
 
 /** A fresh random secret, as a string so it can travel through options, env vars and CLI flags. */
 export function generateTokenSecret(): string {
@@ -37,7 +39,10 @@ export class ScopedTokenSigner {
     }
   }
 
-  /** A token for one attempt; `ttlSeconds` null or absent = it never expires. */
+  /**
+   * A token for one attempt, valid for `ttlSeconds` (default {@link DEFAULT_SCOPED_TOKEN_TTL_SECONDS});
+   * an explicit null makes a token that never expires.
+   */
   mint(rolloutId: string, attemptId: string, options: { ttlSeconds?: number | null } = {}): string {
     if (typeof rolloutId !== "string" || rolloutId === "") {
       throw new InvalidArgumentError("rolloutId", "must be a non-empty string");
@@ -45,7 +50,7 @@ export class ScopedTokenSigner {
     if (typeof attemptId !== "string" || attemptId === "") {
       throw new InvalidArgumentError("attemptId", "must be a non-empty string");
     }
-    const ttl = options.ttlSeconds ?? null;
+    const ttl = options.ttlSeconds === undefined ? DEFAULT_SCOPED_TOKEN_TTL_SECONDS : options.ttlSeconds;
     if (ttl !== null && !Number.isFinite(ttl)) {
       throw new InvalidArgumentError("ttlSeconds", "must be a finite number or null");
     }

@@ -1,7 +1,8 @@
-import { ScopedTokenSigner } from "../auth/scoped-token.js";
-import { IllegalTransitionError, NotFoundError } from "../errors.js";
+import { DEFAULT_SCOPED_TOKEN_TTL_SECONDS, ScopedTokenSigner } from "../auth/scoped-token.js";
+import { IllegalTransitionError, InvalidArgumentError, NotFoundError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { LightningStore } from "../store/store.js";
+import { DEFAULT_SPAN_RETRY_DELAYS_MS } from "../tracing/rollout-trace.js";
 import type { NamedResources } from "../types/resources.js";
 import type { AttemptedRollout } from "../types/rollout.js";
 import type { AttemptOutcome } from "./runner-options.js";
@@ -12,6 +13,8 @@ import type { AttemptOutcome } from "./runner-options.js";
  */
 export const TOKEN_TTL_MARGIN_SECONDS = 60;
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 /** Mints the per-attempt api keys of ProxyLLM resources; absent when the runner has no token secret. */
 export function attemptTokenMinter(
   secret: string | undefined,
@@ -21,8 +24,10 @@ export function attemptTokenMinter(
   return (attempted) => {
     const timeout = attempted.config.timeout_seconds;
     return signer.mint(attempted.rollout_id, attempted.attempt.attempt_id, {
-      // Without a rollout timeout the attempt may legitimately run for any time, so the token does too.
-      ttlSeconds: timeout == null ? null : Math.ceil(timeout) + TOKEN_TTL_MARGIN_SECONDS,
+      // Without a rollout timeout: the default lifetime. Either way the proxy stops honouring the token
+      // once the attempt has finished.
+      ttlSeconds:
+        timeout == null ? DEFAULT_SCOPED_TOKEN_TTL_SECONDS : Math.ceil(timeout) + TOKEN_TTL_MARGIN_SECONDS,
     });
   };
 }
@@ -56,7 +61,9 @@ export async function loadAttemptResources(
 
 /**
  * Record the agent's outcome on the attempt. An attempt finished elsewhere meanwhile (e.g. timed out by
- * the watchdog) is reported as stale rather than failed: the store already decided its fate.
+ * the watchdog) is reported as stale rather than failed: the store already decided its fate. Other
+ * store errors (an outage) are retried after each of `retryDelaysMs`, so the outcome (and a failure's
+ * reason) reaches the store once it is back.
  */
 export async function finishAttempt(
   store: LightningStore,
@@ -64,29 +71,37 @@ export async function finishAttempt(
   attempted: AttemptedRollout,
   status: "succeeded" | "failed",
   error?: unknown,
+  options: { retryDelaysMs?: readonly number[] | undefined } = {},
 ): Promise<AttemptOutcome> {
   const rid = attempted.rollout_id;
   const aid = attempted.attempt.attempt_id;
-  try {
-    if (status === "succeeded") {
-      await store.updateAttempt(rid, aid, { status });
-      return { status };
-    }
+  if (status === "failed") {
     logger.warn(`rollout ${rid} attempt ${aid} failed: ${(error as Error)?.message ?? String(error)}`);
-    await store.updateAttempt(rid, aid, {
-      status,
-      metadata: { ...(attempted.attempt.metadata ?? {}), error: describeError(error) },
-    });
-    return { status, error };
-  } catch (storeError) {
-    if (IllegalTransitionError.isInstance(storeError) || NotFoundError.isInstance(storeError)) {
-      logger.info(
-        `attempt ${aid} of ${rid} was finished elsewhere; result not applied: ${(storeError as Error).message}`,
-      );
-      return { status: "stale", reason: (storeError as Error).message };
+  }
+  const update =
+    status === "succeeded"
+      ? { status }
+      : { status, metadata: { ...(attempted.attempt.metadata ?? {}), error: describeError(error) } };
+  const delays = options.retryDelaysMs ?? DEFAULT_SPAN_RETRY_DELAYS_MS;
+  for (let round = 0; ; round++) {
+    try {
+      await store.updateAttempt(rid, aid, update);
+      return status === "succeeded" ? { status } : { status, error };
+    } catch (storeError) {
+      if (IllegalTransitionError.isInstance(storeError) || NotFoundError.isInstance(storeError)) {
+        logger.info(
+          `attempt ${aid} of ${rid} was finished elsewhere; result not applied: ${(storeError as Error).message}`,
+        );
+        return { status: "stale", reason: (storeError as Error).message };
+      }
+      const delay = delays[round];
+      if (delay === undefined || InvalidArgumentError.isInstance(storeError)) {
+        logger.error(`could not mark attempt ${aid} of ${rid} ${status}`, storeError);
+        return { status: "failed", error: storeError };
+      }
+      logger.warn(`marking attempt ${aid} of ${rid} ${status} failed; retrying in ${delay} ms`, storeError);
+      await sleep(delay);
     }
-    logger.error(`could not mark attempt ${aid} of ${rid} ${status}`, storeError);
-    return { status: "failed", error: storeError };
   }
 }
 

@@ -33,6 +33,11 @@ export const RunnerOptionsSchema = z.object({
       message: `must be at least ${MIN_TOKEN_SECRET_BYTES} bytes`,
     })
     .optional(),
+  /**
+   * Waits between retries of an attempt's unacknowledged span writes and of its final status update
+   * (default ~16 s in all). An attempt whose spans are still not all stored after them is failed.
+   */
+  storeRetryDelaysMs: z.array(z.number().min(0)).optional(),
   tracer: z.custom<LightningTracer>(LightningTracer.isInstance, "must be a LightningTracer").optional(),
   logger: z.custom<Logger>(isLogger, "must have debug/info/warn/error methods").optional(),
 });

@@ -3,7 +3,7 @@ import { buildRolloutContext } from "../agent/resources.js";
 import { toLitAgent } from "../agent/rollout.js";
 import type { LitAgentLike } from "../agent/types.js";
 import { emitException } from "../emitters/emit.js";
-import { IllegalTransitionError, NotFoundError } from "../errors.js";
+import { IllegalTransitionError, NotFoundError, SpansNotStoredError } from "../errors.js";
 import { consoleLogger, type Logger } from "../logger.js";
 import { parseOptions } from "../options.js";
 import type { LightningStore } from "../store/store.js";
@@ -175,7 +175,13 @@ export class Runner {
         }
         throw error;
       }
-      const trace = this.tracer.traceAttempt({ rolloutId: rid, attemptId: aid, store: this.store });
+      const retryDelaysMs = this.opts.storeRetryDelaysMs;
+      const trace = this.tracer.traceAttempt({
+        rolloutId: rid,
+        attemptId: aid,
+        store: this.store,
+        ...(retryDelaysMs ? { retryDelaysMs } : {}),
+      });
       let failure: unknown;
       let hasFailure = false;
       try {
@@ -197,9 +203,16 @@ export class Runner {
       }
       await trace.flush();
       if (abandoned()) return { status: "abandoned" };
+      // A result without all its spans is not a success: fail it so the retry policy applies.
+      const unstored = trace.unacknowledgedCount;
+      if (unstored > 0 && !hasFailure) {
+        failure = new SpansNotStoredError(rid, aid, unstored);
+        hasFailure = true;
+      }
+      const finish = { retryDelaysMs };
       return hasFailure
-        ? await finishAttempt(this.store, this.logger, attempted, "failed", failure)
-        : await finishAttempt(this.store, this.logger, attempted, "succeeded");
+        ? await finishAttempt(this.store, this.logger, attempted, "failed", failure, finish)
+        : await finishAttempt(this.store, this.logger, attempted, "succeeded", undefined, finish);
     } finally {
       clearInterval(heartbeat);
     }

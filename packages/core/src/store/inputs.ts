@@ -7,14 +7,22 @@
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { z } from "zod";
 import { InvalidArgumentError } from "../errors.js";
+import {
+  IdStringSchema,
+  MAX_DEQUEUE_LIMIT,
+  MAX_IDS_PER_CALL,
+  MAX_SPAN_SEQUENCE_ID,
+  StorableRecordSchema,
+  StorableStringSchema,
+} from "../types/input-rules.js";
 import { EnqueueRolloutRequestSchema } from "../types/rollout.js";
 
-export const StoreIdSchema = z.string().min(1);
-const OptionalWorkerId = z.string().min(1).nullish();
+export const StoreIdSchema = IdStringSchema;
+const OptionalWorkerId = IdStringSchema.nullish();
 export const StartRolloutRequestSchema = EnqueueRolloutRequestSchema.extend({ worker_id: OptionalWorkerId });
 export const WorkerOptionSchema = z.object({ workerId: OptionalWorkerId }).strict();
 export const DequeueManyOptionsSchema = z
-  .object({ limit: z.number().int(), workerId: OptionalWorkerId })
+  .object({ limit: z.number().int().max(MAX_DEQUEUE_LIMIT), workerId: OptionalWorkerId })
   .strict();
 /** Duck-typed so that signals from another realm or polyfill pass; kept by reference, never copied. */
 export const AbortSignalSchema = z.custom<AbortSignal>(
@@ -27,15 +35,15 @@ export const AbortSignalSchema = z.custom<AbortSignal>(
   "must be an AbortSignal",
 );
 export const WaitForRolloutsSchema = z.object({
-  rolloutIds: z.array(z.string()),
+  rolloutIds: z.array(StorableStringSchema).max(MAX_IDS_PER_CALL),
   /** Seconds; <= 0 checks once, null/absent waits forever. */
   timeoutSeconds: z.number().nullish(),
   signal: AbortSignalSchema.optional(),
 });
-export const SequencePairsSchema = z.array(z.tuple([z.string(), z.string()]));
-export const WorkerUpdateSchema = z
-  .object({ heartbeat_stats: z.record(z.string(), z.any()).nullish() })
-  .strict();
+export const SequencePairsSchema = z.array(z.tuple([IdStringSchema, IdStringSchema])).max(MAX_IDS_PER_CALL);
+export const WorkerUpdateSchema = z.object({ heartbeat_stats: StorableRecordSchema.nullish() }).strict();
+/** The optional sequence id of `addOtelSpan` (the store hands one out when absent). */
+export const OtelSpanSequenceIdSchema = z.number().int().min(1).max(MAX_SPAN_SEQUENCE_ID).optional();
 export const ReadableSpanInputSchema = z.custom<ReadableSpan>(
   (v) => typeof v === "object" && v !== null && typeof (v as ReadableSpan).spanContext === "function",
   "must be an OpenTelemetry ReadableSpan",

@@ -342,8 +342,8 @@ export class InMemoryLightningStore implements LightningStore {
   }
 
   async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
-    const rid = parseOrThrow(z.string(), rolloutId, "rollout_id");
-    parseOrThrow(z.string(), attemptId, "attempt_id");
+    const rid = parseOrThrow(StoreIdSchema, rolloutId, "rollout_id");
+    parseOrThrow(StoreIdSchema, attemptId, "attempt_id");
     return this.enter().nextSequence(rid);
   }
 

@@ -4,6 +4,7 @@
  * `queryItems`; SQL stores translate the same spec to WHERE/ORDER BY/LIMIT so every store agrees.
  */
 import { z } from "zod";
+import { MAX_IDS_PER_CALL, StorableStringSchema, StoredIntSchema } from "../types/input-rules.js";
 import type { WorkerStatus } from "../types/misc.js";
 import { WorkerStatusSchema } from "../types/misc.js";
 import type { ResourcesUpdate } from "../types/resources.js";
@@ -31,15 +32,16 @@ import type { AttemptQuery, ResourcesQuery, RolloutQuery, SpanQuery, WorkerQuery
 const Page = {
   sortBy: z.string().min(1).nullish(),
   sortOrder: z.string().nullish(),
-  limit: z.number().int().nullish(),
-  offset: z.number().int().nullish(),
+  limit: StoredIntSchema.nullish(),
+  offset: StoredIntSchema.nullish(),
 };
+const Text = StorableStringSchema;
 
 export const RolloutQuerySchema = z.object({
   ...Page,
   statusIn: z.array(RolloutStatusSchema).nullish(),
-  rolloutIdIn: z.array(z.string()).nullish(),
-  rolloutIdContains: z.string().nullish(),
+  rolloutIdIn: z.array(Text).max(MAX_IDS_PER_CALL).nullish(),
+  rolloutIdContains: Text.nullish(),
   filterLogic: FilterLogicSchema.nullish(),
 });
 
@@ -47,28 +49,28 @@ export const AttemptQuerySchema = z.object({ ...Page });
 
 export const SpanQuerySchema = z.object({
   ...Page,
-  attemptId: z.string().min(1).nullish(),
-  traceId: z.string().nullish(),
-  traceIdContains: z.string().nullish(),
-  spanId: z.string().nullish(),
-  spanIdContains: z.string().nullish(),
-  parentId: z.string().nullish(),
-  parentIdContains: z.string().nullish(),
-  name: z.string().nullish(),
-  nameContains: z.string().nullish(),
+  attemptId: Text.min(1).nullish(),
+  traceId: Text.nullish(),
+  traceIdContains: Text.nullish(),
+  spanId: Text.nullish(),
+  spanIdContains: Text.nullish(),
+  parentId: Text.nullish(),
+  parentIdContains: Text.nullish(),
+  name: Text.nullish(),
+  nameContains: Text.nullish(),
   filterLogic: FilterLogicSchema.nullish(),
 });
 
 export const ResourcesQuerySchema = z.object({
   ...Page,
-  resourcesId: z.string().nullish(),
-  resourcesIdContains: z.string().nullish(),
+  resourcesId: Text.nullish(),
+  resourcesIdContains: Text.nullish(),
 });
 
 export const WorkerQuerySchema = z.object({
   ...Page,
   statusIn: z.array(WorkerStatusSchema).nullish(),
-  workerIdContains: z.string().nullish(),
+  workerIdContains: Text.nullish(),
   filterLogic: FilterLogicSchema.nullish(),
 });
 

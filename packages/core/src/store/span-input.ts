@@ -6,6 +6,7 @@
  * through `SpanSchema`, which gives the error naming the field. The check must never accept what
  * `SpanSchema` rejects: `span-input.test.ts` compares the two.
  */
+import { findUnstorable, invalidId, MAX_NESTING_DEPTH, MAX_SPAN_SEQUENCE_ID } from "../types/input-rules.js";
 import { type Span, StatusCodeSchema } from "../types/span.js";
 
 const STATUS_CODES: ReadonlySet<unknown> = new Set(StatusCodeSchema.options);
@@ -48,6 +49,8 @@ export function isCanonicalSpan(v: unknown): v is Span {
   if (!isPlainObject(v)) return false;
   if (!isStr(v.rollout_id) || !isStr(v.attempt_id) || !isStr(v.trace_id) || !isStr(v.span_id)) return false;
   if (!Number.isSafeInteger(v.sequence_id) || !isStr(v.name) || !isStrOrNull(v.parent_id)) return false;
+  if ((v.sequence_id as number) < 0 || (v.sequence_id as number) > MAX_SPAN_SEQUENCE_ID) return false;
+  if (invalidId(v.rollout_id) !== null || invalidId(v.attempt_id) !== null) return false;
   const status = v.status;
   if (!isPlainObject(status) || !STATUS_CODES.has(status.status_code) || !isStrOrNull(status.description))
     return false;
@@ -56,7 +59,10 @@ export function isCanonicalSpan(v: unknown): v is Span {
   if (v.context !== null && !isContext(v.context)) return false;
   if (v.parent !== null && !isContext(v.parent)) return false;
   const resource = v.resource;
-  return isPlainObject(resource) && isPlainObject(resource.attributes) && isStr(resource.schema_url);
+  if (!isPlainObject(resource) || !isPlainObject(resource.attributes) || !isStr(resource.schema_url))
+    return false;
+  // The input rules over the whole span: one level deeper than each field's own limit (stricter, never laxer).
+  return findUnstorable(v, MAX_NESTING_DEPTH + 1) === null;
 }
 
 /** True when `v` is an array of complete, valid spans (see {@link isCanonicalSpan}). */

@@ -9,6 +9,7 @@
  * short real timeouts; `timeScale` stretches them for slow backends.
  */
 import { describe } from "vitest";
+import { inputRuleTests } from "./conformance/input-rules.js";
 import { miscTests } from "./conformance/misc.js";
 import { queryTests } from "./conformance/queries.js";
 import { queueTests } from "./conformance/queue.js";
@@ -41,5 +42,6 @@ export function describeStoreConformance(
     resourceAndWorkerTests(factory);
     waitTests(factory, scale);
     miscTests(factory);
+    inputRuleTests(factory);
   });
 }

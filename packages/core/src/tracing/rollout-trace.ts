@@ -21,12 +21,24 @@ export interface RolloutTraceOptions {
   logger: Logger;
   /** The tracer emitters use for spans of this attempt (its processors see them). */
   tracer?: LightningTracer;
+  /**
+   * Waits between the rounds in which `flush()` resends spans the store has not acknowledged yet
+   * (their sequence-id call or their write failed). Default {@link DEFAULT_SPAN_RETRY_DELAYS_MS}.
+   */
+  retryDelaysMs?: readonly number[];
 }
+
+/** ~16 s in all: long enough to ride out a store restart, short enough not to stall a worker. */
+export const DEFAULT_SPAN_RETRY_DELAYS_MS: readonly number[] = [250, 500, 1000, 2000, 4000, 8000];
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * The spans of one attempt. Finished spans are queued and written in batches (one sequence-id call and
  * one addManySpans per batch) so a burst of spans costs two store round trips. Every span is also kept
- * locally; a failed write is logged and retried once at `flush()`, never thrown into the agent.
+ * locally; a failed write is logged, never thrown into the agent, and resent by `flush()`, which keeps
+ * trying until the store has acknowledged every span or its retry delays run out. What is still not
+ * acknowledged then is counted by `unacknowledgedCount` (the runner fails such an attempt).
  */
 export class RolloutTrace {
   readonly rolloutId: string;
@@ -35,8 +47,11 @@ export class RolloutTrace {
   private readonly store: LightningStore | null;
   private readonly tracerName: string;
   private readonly logger: Logger;
+  private readonly retryDelaysMs: readonly number[];
   private queue: Pending[] = [];
+  /** Spans whose sequence-id call failed: not converted yet. */
   private retry: Pending[] = [];
+  /** Converted spans whose write failed. */
   private unsent: Span[] = [];
   private readonly kept: Span[] = [];
   private chain: Promise<void> = Promise.resolve();
@@ -50,6 +65,7 @@ export class RolloutTrace {
     this.store = options.store;
     this.tracerName = options.tracerName;
     this.logger = options.logger;
+    this.retryDelaysMs = options.retryDelaysMs ?? DEFAULT_SPAN_RETRY_DELAYS_MS;
   }
 
   /** Run `fn` with this attempt as the current trace context (spans made inside belong to it). */
@@ -72,22 +88,33 @@ export class RolloutTrace {
     this.push({ kind: "span", span });
   }
 
-  /** Wait until every span recorded so far has been written (or given up on and kept locally). */
+  /**
+   * Wait until the store has acknowledged every span recorded so far. Writes still in flight are
+   * awaited first, so a write that fails meanwhile is resent too; spans whose sequence-id call failed
+   * get one now. Rounds repeat after each of `retryDelaysMs` while anything is unacknowledged; what
+   * remains after the last is kept locally and counted by `unacknowledgedCount`.
+   */
   async flush(): Promise<void> {
-    this.queue.push(...this.retry.splice(0));
-    const resend = this.unsent.splice(0);
-    await this.drain();
-    if (resend.length > 0 && this.store) {
-      try {
-        await this.store.addManySpans(resend);
-      } catch (error) {
-        this.unsent.push(...resend);
-        this.logger.warn(
-          `could not store ${resend.length} span(s) of ${this.rolloutId}/${this.attemptId}; kept locally`,
-          error,
-        );
-      }
+    for (let round = 0; ; round++) {
+      await this.serialised(async () => {
+        this.queue.unshift(...this.retry.splice(0));
+        await this.resendUnsent();
+        await this.drainOnce();
+      });
+      if (this.unacknowledgedCount === 0) return;
+      const delay = this.retryDelaysMs[round];
+      if (delay === undefined) break;
+      await sleep(delay);
     }
+    this.logger.warn(
+      `${this.unacknowledgedCount} span(s) of ${this.rolloutId}/${this.attemptId} were not stored; kept locally`,
+    );
+  }
+
+  /** Spans recorded but not (yet) acknowledged by the store; always 0 without a store. */
+  get unacknowledgedCount(): number {
+    if (!this.store) return 0;
+    return this.queue.length + this.retry.length + this.unsent.length;
   }
 
   /** Every span of this attempt converted so far (stored or not), in sequence order. */
@@ -95,7 +122,7 @@ export class RolloutTrace {
     return [...this.kept].sort((a, b) => a.sequence_id - b.sequence_id);
   }
 
-  /** Spans that could not be written to the store. */
+  /** Spans that could not be written to the store (those that never got a sequence id are not spans yet). */
   unsentSpans(): Span[] {
     return [...this.unsent];
   }
@@ -111,12 +138,31 @@ export class RolloutTrace {
     });
   }
 
-  /** Writes are serialised so sequence ids follow the order spans ended in. */
   private drain(): Promise<void> {
+    return this.serialised(() => this.drainOnce());
+  }
+
+  /** Writes are serialised so sequence ids follow the order spans ended in. */
+  private serialised(step: () => Promise<void>): Promise<void> {
     this.chain = this.chain
-      .then(() => this.drainOnce())
+      .then(step)
       .catch((error) => this.logger.error(`span submission for ${this.rolloutId} failed`, error));
     return this.chain;
+  }
+
+  private async resendUnsent(): Promise<void> {
+    if (!this.store || this.unsent.length === 0) return;
+    const resend = this.unsent.splice(0);
+    try {
+      // Resending is safe: stores ignore a span whose (rollout, attempt, span id) they already hold.
+      await this.store.addManySpans(resend);
+    } catch (error) {
+      this.unsent.unshift(...resend);
+      this.logger.warn(
+        `could not store ${resend.length} span(s) of ${this.rolloutId}/${this.attemptId}; will retry`,
+        error,
+      );
+    }
   }
 
   private async drainOnce(): Promise<void> {

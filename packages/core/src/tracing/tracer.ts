@@ -60,6 +60,8 @@ export class LightningTracer {
     rolloutId: string;
     attemptId: string;
     store: LightningStore | null;
+    /** Waits between flush rounds that resend unacknowledged spans (RolloutTraceOptions.retryDelaysMs). */
+    retryDelaysMs?: readonly number[];
   }): RolloutTrace {
     return new RolloutTrace({ ...options, tracerName: this.name, logger: this.logger, tracer: this });
   }

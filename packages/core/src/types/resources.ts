@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { InvalidArgumentError } from "../errors.js";
+import { storable } from "./input-rules.js";
 import { parseOrThrow } from "./validate.js";
 
 const SamplingParameters = z.record(z.string(), z.any()).default(() => ({}));
@@ -37,7 +38,7 @@ export const ResourceSchema = z.discriminatedUnion("resource_type", [
 export type Resource = z.infer<typeof ResourceSchema>;
 export type ResourceInput = z.input<typeof ResourceSchema>;
 
-export const NamedResourcesSchema = z.record(z.string(), ResourceSchema);
+export const NamedResourcesSchema = storable(z.record(z.string(), ResourceSchema));
 export type NamedResources = z.infer<typeof NamedResourcesSchema>;
 
 export const ResourcesUpdateSchema = z.object({

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { IdStringSchema, MAX_STORED_INT, StorableJsonSchema, StorableRecordSchema } from "./input-rules.js";
 
 export const RolloutStatusSchema = z.enum([
   "queuing",
@@ -30,7 +31,7 @@ const Time = z.number().finite();
 export const RolloutConfigSchema = z.object({
   timeout_seconds: z.number().positive().nullable().default(null),
   unresponsive_seconds: z.number().positive().nullable().default(null),
-  max_attempts: z.number().int().min(1).default(1),
+  max_attempts: z.number().int().min(1).max(MAX_STORED_INT).default(1),
   retry_condition: z.array(AttemptStatusSchema).default([]),
 });
 export type RolloutConfig = z.infer<typeof RolloutConfigSchema>;
@@ -82,30 +83,30 @@ export const AttemptedRolloutSchema = RolloutSchema.extend({ attempt: AttemptSch
 export type AttemptedRollout = z.infer<typeof AttemptedRolloutSchema>;
 
 export const EnqueueRolloutRequestSchema = z.object({
-  input: z.any(),
+  input: StorableJsonSchema,
   mode: RolloutModeSchema.nullable().optional(),
-  resources_id: z.string().nullable().optional(),
+  resources_id: IdStringSchema.nullable().optional(),
   config: RolloutConfigSchema.nullable().optional(),
-  metadata: z.record(z.string(), z.any()).nullable().optional(),
+  metadata: StorableRecordSchema.nullable().optional(),
 });
 export type EnqueueRolloutRequest = z.input<typeof EnqueueRolloutRequestSchema>;
 
 /** Fields of `updateRollout`; a key that is present is set (null included), an absent key is left alone. */
 export const RolloutPatchSchema = z.object({
-  input: z.any().optional(),
+  input: StorableJsonSchema.optional(),
   mode: RolloutModeSchema.nullable().optional(),
-  resources_id: z.string().nullable().optional(),
+  resources_id: IdStringSchema.nullable().optional(),
   status: RolloutStatusSchema.optional(),
   config: RolloutConfigSchema.optional(),
-  metadata: z.record(z.string(), z.any()).nullable().optional(),
+  metadata: StorableRecordSchema.nullable().optional(),
 });
 export type RolloutPatch = z.input<typeof RolloutPatchSchema>;
 
 /** Fields of `updateAttempt`; present keys are set. A `last_heartbeat_time` counts as a liveness heartbeat. */
 export const AttemptPatchSchema = z.object({
   status: AttemptStatusSchema.optional(),
-  worker_id: z.string().optional(),
+  worker_id: IdStringSchema.optional(),
   last_heartbeat_time: Time.optional(),
-  metadata: z.record(z.string(), z.any()).optional(),
+  metadata: StorableRecordSchema.optional(),
 });
 export type AttemptPatch = z.input<typeof AttemptPatchSchema>;

@@ -1,11 +1,22 @@
 import { z } from "zod";
+import {
+  IdStringSchema,
+  MAX_SPAN_SEQUENCE_ID,
+  StorableJsonSchema,
+  StorableRecordSchema,
+  StorableStringSchema,
+} from "./input-rules.js";
+
+/** Like z.looseObject (unknown keys are kept), but unknown values must be storable too. */
+const openObject = <S extends z.core.$ZodLooseShape>(shape: S) =>
+  z.object(shape).catchall(StorableJsonSchema);
 
 export const StatusCodeSchema = z.enum(["UNSET", "OK", "ERROR"]);
 export type StatusCode = z.infer<typeof StatusCodeSchema>;
 
-export const SpanStatusSchema = z.looseObject({
+export const SpanStatusSchema = openObject({
   status_code: StatusCodeSchema.default("UNSET"),
-  description: z.string().nullable().default(null),
+  description: StorableStringSchema.nullable().default(null),
 });
 export type SpanStatus = z.infer<typeof SpanStatusSchema>;
 
@@ -17,33 +28,33 @@ export type AttributeValue =
   | null
   | AttributeValue[]
   | { [k: string]: AttributeValue };
-export const AttributesSchema = z.record(z.string(), z.any());
+export const AttributesSchema = StorableRecordSchema;
 export type Attributes = Record<string, AttributeValue>;
 
-export const SpanContextSchema = z.looseObject({
-  trace_id: z.string(),
-  span_id: z.string(),
+export const SpanContextSchema = openObject({
+  trace_id: StorableStringSchema,
+  span_id: StorableStringSchema,
   is_remote: z.boolean().default(false),
-  trace_state: z.record(z.string(), z.string()).default(() => ({})),
+  trace_state: z.record(StorableStringSchema, StorableStringSchema).default(() => ({})),
 });
 export type SpanContext = z.infer<typeof SpanContextSchema>;
 
-export const SpanEventSchema = z.looseObject({
-  name: z.string(),
+export const SpanEventSchema = openObject({
+  name: StorableStringSchema,
   attributes: AttributesSchema.default(() => ({})),
   timestamp: z.number().nullable().default(null),
 });
 export type SpanEvent = z.infer<typeof SpanEventSchema>;
 
-export const SpanLinkSchema = z.looseObject({
+export const SpanLinkSchema = openObject({
   context: SpanContextSchema,
   attributes: AttributesSchema.nullable().default(null),
 });
 export type SpanLink = z.infer<typeof SpanLinkSchema>;
 
-export const OtelResourceSchema = z.looseObject({
+export const OtelResourceSchema = openObject({
   attributes: AttributesSchema.default(() => ({})),
-  schema_url: z.string().default(""),
+  schema_url: StorableStringSchema.default(""),
 });
 export type OtelResource = z.infer<typeof OtelResourceSchema>;
 
@@ -51,14 +62,14 @@ export type OtelResource = z.infer<typeof OtelResourceSchema>;
  * A stored span (Agent Lightning v0.3 shape). Unknown keys are preserved and echoed back,
  * as the reference requires.
  */
-export const SpanSchema = z.looseObject({
-  rollout_id: z.string(),
-  attempt_id: z.string(),
-  sequence_id: z.number().int(),
-  trace_id: z.string(),
-  span_id: z.string(),
-  parent_id: z.string().nullable().default(null),
-  name: z.string(),
+export const SpanSchema = openObject({
+  rollout_id: IdStringSchema,
+  attempt_id: IdStringSchema,
+  sequence_id: z.number().int().min(0).max(MAX_SPAN_SEQUENCE_ID),
+  trace_id: StorableStringSchema,
+  span_id: StorableStringSchema,
+  parent_id: StorableStringSchema.nullable().default(null),
+  name: StorableStringSchema,
   status: SpanStatusSchema.default(() => ({ status_code: "UNSET" as const, description: null })),
   attributes: AttributesSchema.default(() => ({})),
   events: z.array(SpanEventSchema).default(() => []),

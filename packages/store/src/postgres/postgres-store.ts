@@ -105,19 +105,51 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     return store;
   }
 
+  /**
+   * One LISTEN connection per store serves every waiter of this process. When it drops, waiters are
+   * woken to re-read (they poll until it is back) and it reconnects with backoff.
+   */
   private async startListening(url: string): Promise<void> {
     const client = new pg.Client({ connectionString: url });
-    client.on("error", (error) => {
-      if (!this.closed)
-        console.error("[agl-store] postgres LISTEN connection lost; polling only:", error.message);
-      this.listener = null;
-    });
+    let lost = false;
+    const onLost = (reason: string) => {
+      if (lost) return;
+      lost = true;
+      if (this.listener === client) this.listener = null;
+      client.end().catch(() => {});
+      if (this.closed) return;
+      console.error(`[agl-store] postgres LISTEN connection lost (${reason}); polling until it is back`);
+      this.hub.notifyAll();
+      this.scheduleRelisten(url, 1);
+    };
+    client.on("error", (error) => onLost(error.message));
+    client.on("end", () => onLost("connection ended"));
     client.on("notification", (msg) => {
       if (msg.payload) this.hub.notify(msg.payload.split(","));
     });
-    await client.connect();
-    await client.query(`LISTEN ${this.channel}`);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${this.channel}`);
+    } catch (error) {
+      lost = true;
+      client.end().catch(() => {});
+      throw error;
+    }
     this.listener = client;
+    // Changes committed while no one listened are picked up by this re-read.
+    this.hub.notifyAll();
+  }
+
+  private scheduleRelisten(url: string, attempt: number): void {
+    const delay = Math.min(30_000, 250 * 2 ** Math.min(attempt, 7));
+    setTimeout(() => {
+      if (this.closed || this.listener) return;
+      this.startListening(url).catch(() => this.scheduleRelisten(url, attempt + 1));
+    }, delay).unref();
+  }
+
+  protected override notificationsLive(): boolean {
+    return this.listener !== null;
   }
 
   protected async enter(): Promise<void> {

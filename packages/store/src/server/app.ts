@@ -1,10 +1,10 @@
 import { timingSafeEqual } from "node:crypto";
 import type { ServerResponse } from "node:http";
-import type { LightningStore } from "@agl/core";
+import { type LightningStore, redactSecrets } from "@agl/core";
 import { Hono } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 import { HTTPException } from "hono/http-exception";
-import { limitBody } from "./body.js";
+import { ClientAbortedError, limitBody } from "./body.js";
 import { requestDeadline } from "./deadline.js";
 import { errorResponse } from "./errors.js";
 import { registerLegacyRoutes } from "./legacy.js";
@@ -19,7 +19,7 @@ export interface StoreAppOptions {
   /** Largest request body in bytes (413 above). Default 32 MiB. */
   bodyLimitBytes?: number;
   /**
-   * Per-request deadline in ms (504 after). Default 60 s. Long waits are capped below it. The store
+   * Per-request deadline in ms (504 after), reading the body included. Default 60 s. Long waits are capped below it. The store
    * call is not cancelled and may still commit, which is why @agl/client does not resend creates.
    */
   requestTimeoutMs?: number;
@@ -98,6 +98,14 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
     });
   }
 
+  // Before the body is read, so the deadline covers reading it (a slow upload cannot outlast it).
+  app.use(
+    "*",
+    requestDeadline(
+      requestTimeoutMs,
+      () => new HTTPException(504, { message: `Request took longer than ${requestTimeoutMs} ms` }),
+    ),
+  );
   app.use(
     "*",
     limitBody(bodyLimitBytes, (c) =>
@@ -107,19 +115,13 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
       ),
     ),
   );
-  app.use(
-    "*",
-    requestDeadline(
-      requestTimeoutMs,
-      () => new HTTPException(504, { message: `Request took longer than ${requestTimeoutMs} ms` }),
-    ),
-  );
 
   const api = new Hono();
   registerMiscRoutes(api, store);
   registerRolloutRoutes(api, store, { maxWaitSeconds, shutdownSignal });
   app.route("/v1/agl", api);
-  registerOtlpRoutes(app, store, { maxDecompressedBytes: bodyLimitBytes * 8, logger });
+  // Decompressed OTLP bodies get the same cap as plain ones: inflating is the expensive part.
+  registerOtlpRoutes(app, store, { maxDecompressedBytes: bodyLimitBytes, logger });
   registerLegacyRoutes(app, store, { taskTimeoutSeconds: options.legacyTaskTimeoutSeconds ?? 300 });
   if (options.dashboard) {
     app.get(DASHBOARD_PATH, (c) => c.redirect(`${DASHBOARD_PATH}/`));
@@ -134,13 +136,16 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
     // Middleware that built its own answer (bearer auth's JSON 401 with WWW-Authenticate) keeps it.
     if (error instanceof HTTPException && error.res) return error.getResponse();
     const { status, body, internal } = errorResponse(error);
-    if (internal) {
+    if (ClientAbortedError.isInstance(error)) {
+      // Nobody is left to answer; not a server fault either.
+      logger.info("client aborted", { method: c.req.method, path: c.req.path });
+    } else if (internal) {
       logger.error("unhandled error", {
         method: c.req.method,
         path: c.req.path,
         error_type: body.error_type,
-        message: error.message,
-        stack: error.stack,
+        message: redactSecrets(error.message),
+        stack: error.stack === undefined ? undefined : redactSecrets(error.stack),
       });
     }
     return c.json(body, status);

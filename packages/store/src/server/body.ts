@@ -1,6 +1,21 @@
 import type { IncomingMessage } from "node:http";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
+
+const CLIENT_ABORTED = Symbol.for("agl.store.ClientAbortedError");
+
+/** The client closed the connection before its request body arrived: logged as info, never as a server error. */
+export class ClientAbortedError extends HTTPException {
+  protected readonly [CLIENT_ABORTED] = true;
+  constructor() {
+    super(400, { message: "request aborted by the client" });
+    this.name = "ClientAbortedError";
+  }
+  static isInstance(error: unknown): error is ClientAbortedError {
+    return typeof error === "object" && error !== null && (error as any)[CLIENT_ABORTED] === true;
+  }
+}
 
 /**
  * The request body size limit, reading the body once up front.
@@ -35,6 +50,7 @@ function readIncoming(incoming: IncomingMessage, maxSize: number): Promise<Buffe
       incoming.off("end", onEnd);
       incoming.off("error", onError);
       incoming.off("aborted", onAborted);
+      incoming.off("close", onAborted);
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
@@ -52,13 +68,20 @@ function readIncoming(incoming: IncomingMessage, maxSize: number): Promise<Buffe
     };
     const onError = (error: Error) => {
       cleanup();
-      reject(error);
+      // A reset or aborted upload is the client going away, not a server fault.
+      reject(
+        incoming.destroyed || (error as { code?: string }).code === "ECONNRESET"
+          ? new ClientAbortedError()
+          : error,
+      );
     };
-    const onAborted = () => onError(new Error("request aborted by the client"));
+    const onAborted = () => onError(new ClientAbortedError());
     incoming.on("data", onData);
     incoming.on("end", onEnd);
     incoming.on("error", onError);
     incoming.on("aborted", onAborted);
+    // Closed before "end": the connection went away mid-upload.
+    incoming.on("close", onAborted);
   });
 }
 

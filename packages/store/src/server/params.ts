@@ -10,10 +10,13 @@ import type {
 } from "@agl/core";
 import {
   AttemptSchema,
+  MAX_IDS_PER_CALL,
+  MAX_STORED_INT,
   ResourcesUpdateSchema,
   RolloutSchema,
   RolloutStatusSchema,
   SpanSchema,
+  StorableStringSchema,
   WorkerSchema,
   WorkerStatusSchema,
 } from "@agl/core";
@@ -63,19 +66,24 @@ export async function readJsonBody(c: Context, empty: unknown): Promise<unknown>
 
 const intLike = z.preprocess(
   (v) => (typeof v === "string" && v.trim() !== "" ? Number(v) : v),
-  z.number({ error: "must be an integer" }).int({ error: "must be an integer" }),
+  z
+    .number({ error: "must be an integer" })
+    .int({ error: "must be an integer" })
+    .max(MAX_STORED_INT)
+    .min(-MAX_STORED_INT),
 );
+const Text = StorableStringSchema;
 
 const PageSchema = z.object({
   limit: intLike.optional(),
   offset: intLike.optional(),
-  sort_by: z.string().optional(),
-  sort_order: z.string().optional(),
-  filter_logic: z.string().optional(),
+  sort_by: Text.optional(),
+  sort_order: Text.optional(),
+  filter_logic: Text.optional(),
 });
 
 function stringList(values?: readonly string[]) {
-  return values ? z.array(z.enum(values as [string, ...string[]])) : z.array(z.string());
+  return values ? z.array(z.enum(values as [string, ...string[]])) : z.array(Text).max(MAX_IDS_PER_CALL);
 }
 
 /** The reference's 400 guards on sort, paging and logic (type errors were 422 before this). */
@@ -130,7 +138,7 @@ export const ROLLOUT_LIST_KEYS = ["status_in", "rollout_id_in", "status", "rollo
 const RolloutParams = PageSchema.extend({
   status_in: stringList(RolloutStatusSchema.options).optional(),
   rollout_id_in: stringList().optional(),
-  rollout_id_contains: z.string().optional(),
+  rollout_id_contains: Text.optional(),
   // Deprecated v0.3 aliases of status_in / rollout_id_in.
   status: stringList(RolloutStatusSchema.options).optional(),
   rollout_ids: stringList().optional(),
@@ -156,7 +164,7 @@ export function attemptQuery(raw: Raw): AttemptQuery {
 export const WORKER_LIST_KEYS = ["status_in"];
 const WorkerParams = PageSchema.extend({
   status_in: stringList(WorkerStatusSchema.options).optional(),
-  worker_id_contains: z.string().optional(),
+  worker_id_contains: Text.optional(),
 });
 
 export function workerQuery(raw: Raw): WorkerQuery {
@@ -170,8 +178,8 @@ export function workerQuery(raw: Raw): WorkerQuery {
 }
 
 const ResourcesParams = PageSchema.extend({
-  resources_id: z.string().optional(),
-  resources_id_contains: z.string().optional(),
+  resources_id: Text.optional(),
+  resources_id_contains: Text.optional(),
 });
 
 export function resourcesQuery(raw: Raw): ResourcesQuery {
@@ -194,9 +202,9 @@ const SPAN_FILTERS = [
 ] as const;
 
 const SpanParams = PageSchema.extend({
-  rollout_id: z.string({ error: "rollout_id is required" }),
-  attempt_id: z.string().optional(),
-  ...Object.fromEntries(SPAN_FILTERS.map(([wire]) => [wire, z.string().optional()])),
+  rollout_id: z.string({ error: "rollout_id is required" }).pipe(Text),
+  attempt_id: Text.optional(),
+  ...Object.fromEntries(SPAN_FILTERS.map(([wire]) => [wire, Text.optional()])),
 });
 
 export function spanQuery(raw: Raw): { rolloutId: string; query: SpanQuery } {

@@ -1,4 +1,11 @@
-import { type LightningStore, NamedResourcesSchema, SpanSchema } from "@agl/core";
+import {
+  IdStringSchema,
+  type LightningStore,
+  MAX_IDS_PER_CALL,
+  NamedResourcesSchema,
+  SpanSchema,
+  StorableRecordSchema,
+} from "@agl/core";
 import type { Context, Hono } from "hono";
 import { z } from "zod";
 import { badRequest, parseRequest } from "./errors.js";
@@ -11,12 +18,12 @@ import {
   workerQuery,
 } from "./params.js";
 
-const NextSeqBody = z.object({ rollout_id: z.string(), attempt_id: z.string() });
+const NextSeqBody = z.object({ rollout_id: IdStringSchema, attempt_id: IdStringSchema });
 const NextSeqBatchBody = z.object({
-  pairs: z.array(z.object({ rollout_id: z.string(), attempt_id: z.string() })),
+  pairs: z.array(NextSeqBody).max(MAX_IDS_PER_CALL),
 });
 const SpanBatchBody = z.object({ spans: z.array(SpanSchema) });
-const WorkerUpdateBody = z.object({ heartbeat_stats: z.record(z.string(), z.unknown()).optional() });
+const WorkerUpdateBody = z.object({ heartbeat_stats: StorableRecordSchema.optional() });
 
 /** Health, statistics, resources, spans and workers (mounted under /v1/agl). */
 export function registerMiscRoutes(app: Hono, store: LightningStore): void {

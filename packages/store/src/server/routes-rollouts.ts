@@ -1,9 +1,13 @@
 import {
   AttemptPatchSchema,
   EnqueueRolloutRequestSchema,
+  IdStringSchema,
   type LightningStore,
+  MAX_DEQUEUE_LIMIT,
+  MAX_IDS_PER_CALL,
   type Rollout,
   RolloutPatchSchema,
+  StorableStringSchema,
 } from "@agl/core";
 import type { Context, Hono } from "hono";
 import { z } from "zod";
@@ -19,12 +23,17 @@ export interface WaitLimits {
 
 const EnqueueBody = z.object({ rollouts: z.array(EnqueueRolloutRequestSchema) });
 const DequeueBody = z.object({
-  limit: z.number().int().default(1),
-  worker_id: z.string().nullable().optional(),
+  limit: z.number().int().max(MAX_DEQUEUE_LIMIT).default(1),
+  worker_id: IdStringSchema.nullable().optional(),
 });
-const StartRolloutBody = EnqueueRolloutRequestSchema.extend({ worker_id: z.string().nullable().optional() });
-const StartAttemptBody = z.object({ worker_id: z.string().nullable().optional() });
-const WaitBody = z.object({ rollout_ids: z.array(z.string()), timeout: z.number().nullable().optional() });
+const StartRolloutBody = EnqueueRolloutRequestSchema.extend({
+  worker_id: IdStringSchema.nullable().optional(),
+});
+const StartAttemptBody = z.object({ worker_id: IdStringSchema.nullable().optional() });
+const WaitBody = z.object({
+  rollout_ids: z.array(StorableStringSchema).max(MAX_IDS_PER_CALL),
+  timeout: z.number().nullable().optional(),
+});
 
 function asObject(body: unknown, what: string): Record<string, unknown> {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {

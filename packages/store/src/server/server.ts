@@ -2,7 +2,7 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { InvalidArgumentError, type LightningStore } from "@agl/core";
 import { serve } from "@hono/node-server";
-import { createStoreApp, type StoreAppOptions } from "./app.js";
+import { createStoreApp, DEFAULT_REQUEST_TIMEOUT_MS, type StoreAppOptions } from "./app.js";
 import { jsonLinesLogger } from "./logging.js";
 
 export interface StoreServerOptions extends Omit<StoreAppOptions, "shutdownSignal"> {
@@ -20,6 +20,10 @@ export interface StoreServerOptions extends Omit<StoreAppOptions, "shutdownSigna
    * listening line and returned as `publicUrl`. Default: `url`.
    */
   publicUrl?: string | null;
+  /** Most open connections at once (long-poll waits each hold one); more are refused at accept. Default 10,000. */
+  maxConnections?: number;
+  /** Time a client has to send its request headers, in ms. Default 10 s. */
+  headersTimeoutMs?: number;
 }
 
 export interface StoreServer {
@@ -41,6 +45,8 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     closeTimeoutMs = 10_000,
     closeStore = false,
     publicUrl: publicOption = null,
+    maxConnections = 10_000,
+    headersTimeoutMs = 10_000,
     ...appOptions
   } = options;
   if (publicOption !== null && !/^https?:\/\/[^/\s]+\/?$/.test(publicOption)) {
@@ -49,16 +55,27 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       "must be an http(s) URL of the server root, e.g. http://store-1:4747",
     );
   }
+  const requestTimeoutMs = appOptions.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const logger = appOptions.logger ?? jsonLinesLogger();
   const shutdown = new AbortController();
   const app = createStoreApp(store, { ...appOptions, logger, shutdownSignal: shutdown.signal });
 
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, hostname: host, port }, () => resolve(s as Server)) as Server;
+    // Slow clients cannot hold connections: headers and the whole request body must arrive within
+    // their timeouts (Node answers 408 and closes), checked every second rather than every 30 s.
+    const serverOptions = {
+      headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs),
+      requestTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, requestTimeoutMs),
+    };
+    const s = serve({ fetch: app.fetch, hostname: host, port, serverOptions }, () =>
+      resolve(s as Server),
+    ) as Server;
     s.once("error", reject);
   });
   // Idle keep-alive sockets must not hold close() open; active ones finish their request first.
   server.keepAliveTimeout = 5_000;
+  server.maxConnections = maxConnections;
   const address = server.address() as AddressInfo;
   const urlHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
   const url = `http://${urlHost}:${address.port}`;

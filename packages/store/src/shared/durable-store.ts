@@ -50,6 +50,9 @@ import { Watchdog } from "./watchdog.js";
 
 type MaybePromise<T> = T | Promise<T>;
 
+/** Re-read interval of a waiter while notifications are live: a safety net only, never the wake-up path. */
+const NOTIFIED_SAFETY_POLL_MS = 30_000;
+
 /** The read queries every durable backend answers (SQLite synchronously, PostgreSQL asynchronously). */
 export interface DurableReads {
   rollouts(query: RolloutQuery): MaybePromise<PaginatedResult<Rollout | AttemptedRollout>>;
@@ -111,6 +114,15 @@ export abstract class DurableStoreBase {
       maxSleepMs: opts.watchdogMaxSleepMs ?? DEFAULT_WATCHDOG_MAX_SLEEP_MS,
       onError: (error) => console.error(`[agl-store] ${label} watchdog pass failed:`, error),
     });
+  }
+
+  /**
+   * True while the backend delivers other processes' terminal rollouts as notifications (PostgreSQL
+   * LISTEN): waiters then rely on them instead of polling. A backend whose notifications stop must
+   * wake every waiter (`hub.notifyAll()`) so none sleeps through a missed change.
+   */
+  protected notificationsLive(): boolean {
+    return false;
   }
 
   /** Every public call starts here: refuse after close, then apply due watchdog verdicts. */
@@ -192,7 +204,8 @@ export abstract class DurableStoreBase {
           this.hub,
           pending,
           timeout,
-          this.pollMs,
+          // With live database notifications a waiter need not poll: only a rare safety re-read.
+          () => (this.notificationsLive() ? NOTIFIED_SAFETY_POLL_MS : this.pollMs),
           async (left) => {
             await this.enter();
             return new Set((await this.queries.terminalRollouts(left)).keys());
@@ -284,8 +297,8 @@ export abstract class DurableStoreBase {
   }
 
   async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
-    const rid = parseOrThrow(z.string(), rolloutId, "rollout_id");
-    parseOrThrow(z.string(), attemptId, "attempt_id");
+    const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
+    parseOrThrow(IdSchema, attemptId, "attempt_id");
     await this.enter();
     return (await this.reserveSequences(new Map([[rid, 1]]))).get(rid)!;
   }

@@ -5,6 +5,7 @@
 import {
   DequeueManyOptionsSchema,
   InvalidArgumentError,
+  OtelSpanSequenceIdSchema,
   ReadableSpanInputSchema,
   SequencePairsSchema,
   StartRolloutRequestSchema,
@@ -23,7 +24,7 @@ export const WaitSchema = WaitForRolloutsSchema;
 export const SeqPairsSchema = SequencePairsSchema;
 export const ReadableSpanSchema = ReadableSpanInputSchema;
 export { WorkerUpdateSchema } from "@agl/core";
-export const SequenceIdSchema = z.number().int().min(1).optional();
+export const SequenceIdSchema = OtelSpanSequenceIdSchema;
 
 /** Options shared by the durable stores. */
 export const DurableStoreOptionsSchema = z.object({

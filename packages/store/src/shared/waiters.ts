@@ -1,7 +1,8 @@
 /**
  * waitForRollouts for durable stores: a waiter re-reads the database when this process changed one of
  * its rollouts (in-process notifications, shared by every store instance on the same database) or,
- * for changes made by other processes, every `pollMs` at most. No high-frequency polling.
+ * for changes made by other processes, when a database notification says so (PostgreSQL LISTEN, one
+ * connection per process) or, without one, every `pollMs` at most. No high-frequency polling.
  */
 import { AbortedError } from "@agl/core";
 
@@ -69,7 +70,8 @@ export async function waitForTerminal(
   hub: CompletionHub,
   pending: readonly string[],
   timeoutSeconds: number | null,
-  pollMs: number,
+  /** Longest sleep between re-reads; a function is asked before each sleep (it may change mid-wait). */
+  pollMs: number | (() => number),
   check: (ids: string[]) => Promise<Set<string>>,
   isClosed: () => boolean,
   signal?: AbortSignal,
@@ -96,7 +98,8 @@ export async function waitForTerminal(
       if (remaining <= 0) return;
       if (signalled) continue;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.min(pollMs, remaining));
+        const interval = typeof pollMs === "number" ? pollMs : pollMs();
+        const timer = setTimeout(resolve, Math.min(interval, remaining));
         wake = () => {
           clearTimeout(timer);
           resolve();

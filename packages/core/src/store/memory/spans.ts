@@ -10,7 +10,7 @@ import { nowSeconds } from "../../types/ids.js";
 import type { PaginatedResult } from "../../types/misc.js";
 import { type Span, type SpanInput, SpanSchema } from "../../types/span.js";
 import { parseOrThrow } from "../../types/validate.js";
-import { copyData, ReadableSpanInputSchema, StoreIdSchema } from "../inputs.js";
+import { copyData, OtelSpanSequenceIdSchema, ReadableSpanInputSchema, StoreIdSchema } from "../inputs.js";
 import { queryItems } from "../query.js";
 import { normalizeSpanQuery } from "../query-schemas.js";
 import { areCanonicalSpans, isCanonicalSpan } from "../span-input.js";
@@ -63,7 +63,7 @@ export function addOtelSpan(
   const rid = parseOrThrow(StoreIdSchema, rolloutId, "rollout_id");
   const aid = parseOrThrow(StoreIdSchema, attemptId, "attempt_id");
   const readable = parseOrThrow(ReadableSpanInputSchema, span, "span");
-  const seq = parseOrThrow(z.number().int().min(1).optional(), sequenceId, "sequence_id");
+  const seq = parseOrThrow(OtelSpanSequenceIdSchema, sequenceId, "sequence_id");
   const engine = enter();
   engine.attempt(rid, aid);
   const converted = spanFromReadable(readable, {

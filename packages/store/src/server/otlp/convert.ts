@@ -3,7 +3,13 @@
  * objects; JSON may use lowerCamelCase or snake_case keys (the protobuf JSON mapping allows both)
  * and hex ids, protobuf gives bytes. Ids come from span attributes first, then resource attributes.
  */
-import type { Attributes, AttributeValue, SpanInput } from "@agl/core";
+import {
+  type Attributes,
+  type AttributeValue,
+  InvalidArgumentError,
+  MAX_NESTING_DEPTH,
+  type SpanInput,
+} from "@agl/core";
 
 export const ROLLOUT_ID_KEY = "agentlightning.rollout_id";
 export const ATTEMPT_ID_KEY = "agentlightning.attempt_id";
@@ -72,7 +78,7 @@ function nanosToSeconds(value: unknown): number | null {
 }
 
 /** OTLP AnyValue → JSON value (bytes → hex, kvlist → object, int64 → number). */
-export function anyValueToJson(value: unknown): AttributeValue {
+export function anyValueToJson(value: unknown, depth = 1): AttributeValue {
   if (typeof value !== "object" || value === null) return null;
   const str = field(value, "stringValue");
   if (str !== undefined) return String(str);
@@ -83,9 +89,9 @@ export function anyValueToJson(value: unknown): AttributeValue {
   const dbl = field(value, "doubleValue");
   if (dbl !== undefined) return toNumber(dbl);
   const arr = field(value, "arrayValue");
-  if (arr !== undefined) return list(arr, "values").map(anyValueToJson);
+  if (arr !== undefined) return list(arr, "values").map((v) => anyValueToJson(v, checkDepth(depth + 1)));
   const kv = field(value, "kvlistValue");
-  if (kv !== undefined) return keyValuesToObject(list(kv, "values"));
+  if (kv !== undefined) return keyValuesToObject(list(kv, "values"), checkDepth(depth + 1));
   const bytes = field(value, "bytesValue");
   if (bytes !== undefined) {
     if (bytes instanceof Uint8Array) return Buffer.from(bytes).toString("hex");
@@ -95,11 +101,19 @@ export function anyValueToJson(value: unknown): AttributeValue {
   return null;
 }
 
-export function keyValuesToObject(kvs: unknown[]): Attributes {
+/** Attribute values nest as deep as the store accepts, and no deeper (a hostile depth must not overflow the stack). */
+function checkDepth(depth: number): number {
+  if (depth > MAX_NESTING_DEPTH) {
+    throw new InvalidArgumentError("attributes", `must not nest deeper than ${MAX_NESTING_DEPTH} levels`);
+  }
+  return depth;
+}
+
+export function keyValuesToObject(kvs: unknown[], depth = 1): Attributes {
   const out: Attributes = {};
   for (const kv of kvs) {
     const key = field(kv, "key");
-    if (typeof key === "string") out[key] = anyValueToJson(field(kv, "value"));
+    if (typeof key === "string") out[key] = anyValueToJson(field(kv, "value"), depth);
   }
   return out;
 }

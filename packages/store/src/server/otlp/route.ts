@@ -1,16 +1,18 @@
 import { promisify } from "node:util";
-import { gunzip, gzip } from "node:zlib";
-import { type LightningStore, NotFoundError, type SpanInput } from "@agl/core";
+import { createGunzip, gzip } from "node:zlib";
+import { InvalidArgumentError, type LightningStore, NotFoundError, type SpanInput } from "@agl/core";
 import type { Context, Hono } from "hono";
 import type { StoreServerLogger } from "../logging.js";
 import { convertTraceRequest, type PendingSpan } from "./convert.js";
 import { decodeTraceRequest, encodeRpcStatus, encodeTraceResponse } from "./proto.js";
 
-const gunzipAsync = promisify(gunzip);
 const gzipAsync = promisify(gzip);
 
 export interface OtlpOptions {
-  /** Largest decompressed body accepted (a small gzip body can expand enormously). */
+  /**
+   * Largest decompressed body accepted (a small gzip body can expand enormously): inflating stops as
+   * soon as the output passes it, so no more than this is ever allocated per request.
+   */
   maxDecompressedBytes: number;
   logger: StoreServerLogger;
 }
@@ -18,6 +20,7 @@ export interface OtlpOptions {
 type Format = "protobuf" | "json";
 
 class OtlpRequestError extends Error {}
+class OtlpTooLargeError extends OtlpRequestError {}
 
 /** OTLP/HTTP ingest: POST /v1/traces (protobuf or JSON, gzip both ways); metrics and logs are 501. */
 export function registerOtlpRoutes(app: Hono, store: LightningStore, options: OtlpOptions): void {
@@ -31,21 +34,30 @@ export function registerOtlpRoutes(app: Hono, store: LightningStore, options: Ot
         encodeRpcStatus(3, "Content-Type must be application/x-protobuf or application/json"),
       );
     }
-    let request: unknown;
+    let converted: ReturnType<typeof convertTraceRequest>;
     try {
       const body = await readBody(c, options.maxDecompressedBytes);
-      request =
+      const request =
         body.length === 0
           ? {}
           : format === "protobuf"
             ? decodeTraceRequest(body)
             : JSON.parse(body.toString("utf8"));
+      converted = convertTraceRequest(request);
     } catch (error) {
       const message = `Invalid OTLP ${format} payload: ${(error as Error).message}`;
-      return replyStatus(c, format, 400, message);
+      return replyStatus(c, format, error instanceof OtlpTooLargeError ? 413 : 400, message);
     }
-    const { spans, dropped } = convertTraceRequest(request);
-    const rejected = dropped + (await storeSpans(store, spans, options.logger));
+    const { spans, dropped } = converted;
+    let unknownTargets: number;
+    try {
+      unknownTargets = await storeSpans(store, spans, options.logger);
+    } catch (error) {
+      // A span the store's input rules reject (bad string, out-of-range sequence id...): the sender's fault.
+      if (!InvalidArgumentError.isInstance(error)) throw error;
+      return replyStatus(c, format, 400, `Invalid OTLP span: ${error.message}`);
+    }
+    const rejected = dropped + unknownTargets;
     if (rejected > 0) {
       options.logger.warn("otlp spans rejected", {
         received: spans.length + dropped,
@@ -84,7 +96,41 @@ async function readBody(c: Context, maxDecompressedBytes: number): Promise<Buffe
   const encoding = (c.req.header("content-encoding") ?? "identity").trim().toLowerCase();
   if (encoding === "identity" || encoding === "" || raw.length === 0) return raw;
   if (encoding !== "gzip") throw new OtlpRequestError(`unsupported Content-Encoding ${encoding}`);
-  return gunzipAsync(raw, { maxOutputLength: maxDecompressedBytes });
+  // Few inflations at once: each may hold up to the limit, and they run on libuv's small thread pool.
+  while (inflating >= MAX_CONCURRENT_INFLATIONS) await new Promise<void>((r) => inflateQueue.push(r));
+  inflating++;
+  try {
+    return await inflateBounded(raw, maxDecompressedBytes);
+  } finally {
+    inflating--;
+    inflateQueue.shift()?.();
+  }
+}
+
+const MAX_CONCURRENT_INFLATIONS = 2;
+let inflating = 0;
+const inflateQueue: Array<() => void> = [];
+
+/** Gunzip `raw`, counting output as it is produced and stopping (destroying the inflater) past `max` bytes. */
+function inflateBounded(raw: Buffer, max: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const inflater = createGunzip({ chunkSize: 64 * 1024 });
+    const chunks: Buffer[] = [];
+    let size = 0;
+    inflater.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > max) {
+        chunks.length = 0;
+        inflater.destroy();
+        reject(new OtlpTooLargeError(`decompressed body larger than ${max} bytes`));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    inflater.on("end", () => resolve(Buffer.concat(chunks, size)));
+    inflater.on("error", (error) => reject(error));
+    inflater.end(raw);
+  });
 }
 
 /**
@@ -135,12 +181,17 @@ async function storeSpans(
   return rejected;
 }
 
-function replyStatus(c: Context, format: Format, status: 400, message: string): Promise<Response> {
+function replyStatus(c: Context, format: Format, status: 400 | 413, message: string): Promise<Response> {
   if (format === "json") return reply(c, "json", status, Buffer.from(JSON.stringify({ code: 3, message })));
   return reply(c, "protobuf", status, encodeRpcStatus(3, message));
 }
 
-async function reply(c: Context, format: Format, status: 200 | 400, body: Uint8Array): Promise<Response> {
+async function reply(
+  c: Context,
+  format: Format,
+  status: 200 | 400 | 413,
+  body: Uint8Array,
+): Promise<Response> {
   const headers: Record<string, string> = {
     "content-type": format === "json" ? "application/json" : "application/x-protobuf",
   };
