@@ -12,6 +12,7 @@ import { nowSeconds } from "../types/ids.js";
 import type { NamedResources, ResourceInput } from "../types/resources.js";
 import type { AttemptedRollout, Rollout, RolloutMode } from "../types/rollout.js";
 import { attemptTokenMinter, finishAttempt, loadAttemptResources, markAbandoned } from "./attempt-steps.js";
+import { type AttemptEnd, type AttemptWatch, attemptEndedError, watchAttempt } from "./attempt-watch.js";
 import { recordAgentResult } from "./result-spans.js";
 import {
   type AttemptOutcome,
@@ -87,11 +88,12 @@ export class Runner {
     };
     const onAbort = () => this.wake();
     signal?.addEventListener("abort", onAbort);
+    // Not unref'd: while a runner runs (and may hold attempts) the process must stay alive, even when
+    // an agent waits on a promise that nothing else keeps pending.
     const heartbeat = setInterval(
       () => void this.workerHeartbeat(),
       this.opts.heartbeatIntervalSeconds * 1000,
     );
-    heartbeat.unref();
     await this.workerHeartbeat();
     const max = this.opts.maxRollouts ?? Number.POSITIVE_INFINITY;
     try {
@@ -158,13 +160,13 @@ export class Runner {
   ): Promise<AttemptOutcome> {
     const rid = attempted.rollout_id;
     const aid = attempted.attempt.attempt_id;
-    const signal = options.signal ?? new AbortController().signal;
     const abandoned = options.isAbandoned ?? (() => false);
-    const heartbeat = setInterval(
-      () => void this.attemptHeartbeat(rid, aid),
-      this.opts.heartbeatIntervalSeconds * 1000,
-    );
-    heartbeat.unref();
+    // The agent's signal aborts when the runner stops it (options.signal) or the attempt is ended.
+    const agentController = new AbortController();
+    const onOuterAbort = () => agentController.abort(options.signal?.reason);
+    if (options.signal?.aborted) onOuterAbort();
+    options.signal?.addEventListener("abort", onOuterAbort, { once: true });
+    let watch: AttemptWatch | undefined;
     try {
       try {
         await this.store.updateAttempt(rid, aid, { status: "running", last_heartbeat_time: nowSeconds() });
@@ -175,34 +177,81 @@ export class Runner {
         }
         throw error;
       }
+      watch = watchAttempt({
+        store: this.store,
+        attempted,
+        heartbeatMs: this.opts.heartbeatIntervalSeconds * 1000,
+        timeoutSeconds: attempted.config.timeout_seconds ?? this.opts.defaultTimeoutSeconds ?? null,
+        logger: this.logger,
+      });
       const trace = this.tracer.traceAttempt({ rolloutId: rid, attemptId: aid, store: this.store });
-      let failure: unknown;
-      let hasFailure = false;
-      try {
+      const agentRun = (async () => {
         const resources = await loadAttemptResources(this.store, attempted);
         const context = buildRolloutContext(
           attempted,
           resources,
-          signal,
+          agentController.signal,
           this.logger,
           this.mintAttemptToken?.(attempted),
         );
         const method = attempted.mode === "train" ? "trainingRollout" : "validationRollout";
-        const result = await trace.run(async () => this.agent[method](attempted.input, context));
-        recordAgentResult(result, trace, this.logger);
-      } catch (error) {
-        failure = error;
+        return trace.run(async () => this.agent[method](attempted.input, context));
+      })().then(
+        (result) => ({ ok: true as const, result }),
+        (error: unknown) => ({ ok: false as const, error }),
+      );
+      const first = await Promise.race([agentRun, watch.ended]);
+      if ("reason" in first) return await this.abortEndedAttempt(attempted, first, agentController, agentRun);
+      let failure: unknown;
+      let hasFailure = false;
+      if (first.ok) {
+        try {
+          recordAgentResult(first.result, trace, this.logger);
+        } catch (error) {
+          failure = error;
+          hasFailure = true;
+        }
+      } else {
+        failure = first.error;
         hasFailure = true;
-        trace.addCoreFields(emitException(error, { propagate: false }));
       }
+      if (hasFailure) trace.addCoreFields(emitException(failure, { propagate: false }));
       await trace.flush();
       if (abandoned()) return { status: "abandoned" };
       return hasFailure
         ? await finishAttempt(this.store, this.logger, attempted, "failed", failure)
         : await finishAttempt(this.store, this.logger, attempted, "succeeded");
     } finally {
-      clearInterval(heartbeat);
+      watch?.stop();
+      options.signal?.removeEventListener("abort", onOuterAbort);
     }
+  }
+
+  /**
+   * The store (or the deadline) ended an attempt whose agent is still running: abort the agent's signal
+   * at once and give it the grace period to return; past that it is abandoned so its slot frees up.
+   */
+  private async abortEndedAttempt(
+    attempted: AttemptedRollout,
+    end: AttemptEnd,
+    controller: AbortController,
+    agentRun: Promise<unknown>,
+  ): Promise<AttemptOutcome> {
+    const error = attemptEndedError(attempted, end);
+    this.logger.warn(`${error.message}; aborting the agent`);
+    controller.abort(error);
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<"grace">((resolve) => {
+      timer = setTimeout(() => resolve("grace"), this.opts.gracePeriodMs);
+    });
+    const settled = await Promise.race([agentRun.then(() => "done" as const), grace]);
+    clearTimeout(timer);
+    if (settled === "grace") {
+      this.logger.warn(
+        `agent of rollout ${attempted.rollout_id} ignored its abort signal for ${this.opts.gracePeriodMs} ms; abandoned, its slot is free again`,
+      );
+    }
+    return { status: "stale", reason: end.reason };
   }
 
   private async claim(limit: number): Promise<AttemptedRollout[]> {
@@ -275,14 +324,6 @@ export class Runner {
       await this.store.updateWorker(this.workerId, { heartbeat_stats: systemSnapshot() });
     } catch (error) {
       this.logger.debug(`worker heartbeat of ${this.workerId} failed`, error);
-    }
-  }
-
-  private async attemptHeartbeat(rolloutId: string, attemptId: string): Promise<void> {
-    try {
-      await this.store.updateAttempt(rolloutId, attemptId, { last_heartbeat_time: nowSeconds() });
-    } catch (error) {
-      this.logger.debug(`heartbeat of attempt ${attemptId} failed`, error);
     }
   }
 
