@@ -70,6 +70,7 @@ import {
   trustedSpans,
   wireQuery,
 } from "./http/wire.js";
+import { parseClientOptions } from "./options.js";
 
 const enc = encodeURIComponent;
 
@@ -96,7 +97,7 @@ export class LightningStoreClient implements LightningStore {
   private batchRoutes: boolean | undefined;
 
   constructor(options: LightningStoreClientOptions | string) {
-    const opts = typeof options === "string" ? { url: options } : options;
+    const opts = parseClientOptions(options);
     this.http = new StoreTransport(opts);
     this.url = this.http.root;
     this.waitChunkSeconds = opts.waitChunkSeconds ?? 10;

@@ -12,8 +12,10 @@ export * from "./emitters/reward-reader.js";
 export * from "./errors.js";
 export * from "./instrument/openai.js";
 // --- runtime: logging, tracing, emitters, instrumentation, agents, runner, trainer
+export * from "./log-wiring.js";
 export * from "./logger.js";
-export { isLightningStore, parseOptions } from "./options.js";
+export { httpUrl, httpUrlProblem, isLightningStore, parseOptions } from "./options.js";
+export * from "./runner/retry-backoff.js";
 export * from "./runner/runner.js";
 export * from "./runner/system-snapshot.js";
 export * from "./store/inputs.js";

@@ -14,6 +14,7 @@ import type { AttemptedRollout, Rollout, RolloutMode } from "../types/rollout.js
 import { attemptTokenMinter, finishAttempt, loadAttemptResources, markAbandoned } from "./attempt-steps.js";
 import { type AttemptEnd, type AttemptWatch, attemptEndedError, watchAttempt } from "./attempt-watch.js";
 import { recordAgentResult } from "./result-spans.js";
+import { isAuthFailure, RetryBackoff } from "./retry-backoff.js";
 import {
   type AttemptOutcome,
   type RunnerOptions,
@@ -48,6 +49,7 @@ export class Runner {
   private readonly opts: z.output<typeof RunnerOptionsSchema>;
   private readonly inflight = new Map<string, InFlight>();
   private readonly mintAttemptToken: ((attempted: AttemptedRollout) => string) | undefined;
+  private readonly claimRetry: RetryBackoff;
   private wake: () => void = () => {};
   private running = false;
 
@@ -60,6 +62,7 @@ export class Runner {
     this.concurrency = this.opts.concurrency;
     this.workerId = this.opts.workerId ?? `Worker-${process.pid}-${workerCounter++}`;
     this.mintAttemptToken = attemptTokenMinter(this.opts.proxyTokenSecret);
+    this.claimRetry = new RetryBackoff(`worker ${this.workerId}: dequeue failed`, this.logger);
   }
 
   /** Rollouts being run right now. */
@@ -106,7 +109,7 @@ export class Runner {
         const claimed = await this.claim(Math.min(free, max - summary.claimed));
         if (claimed.length === 0) {
           if (signal?.aborted) break;
-          await this.sleep(this.jitter(this.opts.pollIntervalMs));
+          await this.sleep(this.claimRetry.delayMs() ?? this.jitter(this.opts.pollIntervalMs));
           continue;
         }
         for (const attempted of claimed) {
@@ -116,6 +119,10 @@ export class Runner {
       }
       if (signal?.aborted) await this.drainWithGrace(summary);
       else await Promise.all([...this.inflight.values()].map((f) => f.done));
+    } catch (error) {
+      // The store refused us (see claim): the agents still running can no longer report, stop them.
+      for (const entry of this.inflight.values()) entry.controller.abort(error);
+      throw error;
     } finally {
       clearInterval(heartbeat);
       signal?.removeEventListener("abort", onAbort);
@@ -256,13 +263,16 @@ export class Runner {
 
   private async claim(limit: number): Promise<AttemptedRollout[]> {
     try {
-      if (limit === 1) {
-        const one = await this.store.dequeueRollout({ workerId: this.workerId });
-        return one ? [one] : [];
-      }
-      return await this.store.dequeueManyRollouts({ limit, workerId: this.workerId });
+      const claimed =
+        limit === 1
+          ? await this.store.dequeueRollout({ workerId: this.workerId }).then((one) => (one ? [one] : []))
+          : await this.store.dequeueManyRollouts({ limit, workerId: this.workerId });
+      this.claimRetry.succeeded();
+      return claimed;
     } catch (error) {
-      this.logger.warn(`worker ${this.workerId}: dequeue failed`, error);
+      // A store that refuses our credentials will not change its mind: stop instead of retrying.
+      if (isAuthFailure(error)) throw error;
+      this.claimRetry.failed(error);
       return [];
     }
   }
@@ -307,16 +317,25 @@ export class Runner {
     const first = await Promise.race([all, grace]);
     clearTimeout(timer);
     if (first !== "timeout") return;
-    const left = [...this.inflight.values()];
+    summary.abandoned += await this.abandonInFlight();
+  }
+
+  /**
+   * Give up on every in-flight rollout now: abort the agents' signals and mark the attempts failed (so
+   * the store can retry them elsewhere). For a process that must exit while it still holds rollouts;
+   * resolves with how many it gave up.
+   */
+  async abandonInFlight(): Promise<number> {
+    const left = [...this.inflight.values()].filter((entry) => !entry.abandoned);
     await Promise.all(
       left.map(async (entry) => {
         entry.abandoned = true;
         entry.controller.abort(new Error(`runner ${this.workerId} stopped`));
-        summary.abandoned++;
         await markAbandoned(this.store, this.logger, entry.attempted, this.workerId);
         this.inflight.delete(entry.attempted.attempt.attempt_id);
       }),
     );
+    return left.length;
   }
 
   private async workerHeartbeat(): Promise<void> {
