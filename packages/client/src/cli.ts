@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { httpUrlProblem } from "@agl/core";
+import { exitWithError, httpUrlProblem, installLogging, logFlagOptions, packageVersion } from "@agl/core";
 /**
  * agl-worker: run an agent against a remote store server.
  *
@@ -10,13 +10,8 @@ import { httpUrlProblem } from "@agl/core";
  * 130 second signal.
  */
 import { Command, InvalidArgumentError as CommanderArgumentError, Option } from "commander";
-import {
-  exitWithError,
-  logFormatOption,
-  logLevelOption,
-  packageVersion,
-  setUpLogging,
-} from "./cli-common.js";
+import pino from "pino";
+import pretty from "pino-pretty";
 import { loadAgent } from "./load-agent.js";
 import { DEFAULT_WORKER_TIMEOUT_SECONDS, Worker } from "./worker.js";
 
@@ -41,7 +36,7 @@ function storeUrl(value: string): string {
 const program = new Command()
   .name("agl-worker")
   .description("Claim rollouts from an Agent Lightning store server and run an agent on them")
-  .version(packageVersion(), "-V, --version")
+  .version(packageVersion(import.meta.url), "-V, --version")
   .requiredOption("--store <url>", "store server URL, e.g. http://127.0.0.1:4747", storeUrl)
   .requiredOption(
     "--agent <module>",
@@ -76,10 +71,14 @@ const program = new Command()
     30,
   )
   .option("--max-rollouts <n>", "stop after claiming this many rollouts", positiveInt)
-  .addOption(logLevelOption())
-  .addOption(logFormatOption())
   .action(async (opts) => {
-    const logger = setUpLogging("agl-worker", opts);
+    const { logger } = installLogging({
+      pino,
+      pretty,
+      level: opts.logLevel,
+      format: opts.logFormat,
+      name: "agl-worker",
+    });
     const agent = await loadAgent(opts.agent);
     // The flag is visible in `ps`; the env var is the way to keep the secret out of process listings.
     const proxyTokenSecret: string | undefined =
@@ -111,5 +110,7 @@ const program = new Command()
     // Exit explicitly: an abandoned agent (past the grace period) may still hold timers or sockets.
     process.stdout.write(`${JSON.stringify(summary)}\n`, () => process.exit(0));
   });
+
+for (const option of logFlagOptions(Option)) program.addOption(option);
 
 program.parseAsync(process.argv).catch((error: unknown) => exitWithError("agl-worker", error));

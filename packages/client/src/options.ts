@@ -25,7 +25,7 @@ const clientShape = {
   connections: z.number().int().min(1).optional(),
   fetch: z.custom<typeof fetch>((v) => typeof v === "function", "must be a fetch function").optional(),
   waitChunkSeconds: z.number().positive().optional(),
-};
+} satisfies Record<keyof LightningStoreClientOptions, z.ZodType>;
 
 const LightningStoreClientOptionsShape = z.object(clientShape);
 
@@ -57,7 +57,7 @@ const WorkerOptionsShape = z.object({
   startupTimeoutSeconds: z.number().min(0).optional(),
   handleSignals: z.boolean().optional(),
   logger: z.custom<Logger>(isLogger, "must have debug/info/warn/error methods").optional(),
-});
+} satisfies Record<keyof WorkerOptions, z.ZodType>);
 
 export const WorkerOptionsSchema = {
   parse: (options: WorkerOptions): WorkerOptions =>

@@ -4,7 +4,8 @@
  * process-wide logger every component falls back to. Core stays free of the dependency: the CLI passes
  * the pino (and pino-pretty) modules in.
  */
-import { envLogLevel, type Logger, type LogLevel, parseLogLevel, setLogger } from "./logger.js";
+import { InvalidArgumentError } from "./errors.js";
+import { envLogLevel, LOG_LEVELS, type Logger, type LogLevel, parseLogLevel, setLogger } from "./logger.js";
 
 /** The part of a pino logger we call. */
 export interface PinoLike {
@@ -38,10 +39,10 @@ export const LOG_FORMATS = ["json", "pretty", "auto"] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
 export interface InstallLoggingOptions {
-  /** The `pino` module's default export. */
-  pino: (options: object, stream?: unknown) => PinoLike & { level: string };
+  /** The `pino` module's default export (typed loosely: core does not depend on pino). */
+  pino: { (options: any, stream?: any): PinoLike; destination(options: any): unknown };
   /** The `pino-pretty` module's default export; without it "pretty" falls back to JSON. */
-  pretty?: (options: object) => unknown;
+  pretty?: (options: any) => unknown;
   /** From `--log-level`; default `AGL_LOG_LEVEL`, else "info". Validated (an unknown level throws). */
   level?: string;
   /** "json", "pretty" or "auto" (pretty when stderr is a terminal). Default `AGL_LOG_FORMAT`, else auto. */
@@ -69,7 +70,7 @@ export function installLogging(options: InstallLoggingOptions): { logger: Logger
   const stream =
     pretty && options.pretty
       ? options.pretty({ destination: 2, sync: true, colorize: process.stderr.isTTY === true })
-      : (options.pino as unknown as { destination(o: object): unknown }).destination({ fd: 2, sync: true });
+      : options.pino.destination({ fd: 2, sync: true });
   const logger = pinoLogger(options.pino(base, stream));
   setLogger(logger);
   return { logger, level };
@@ -78,5 +79,35 @@ export function installLogging(options: InstallLoggingOptions): { logger: Logger
 function parseFormat(value: string): LogFormat {
   const format = value.trim().toLowerCase();
   if ((LOG_FORMATS as readonly string[]).includes(format)) return format as LogFormat;
-  throw new Error(`unknown log format ${JSON.stringify(value)} (one of ${LOG_FORMATS.join(", ")})`);
+  throw new InvalidArgumentError(
+    "--log-format",
+    `unknown log format ${JSON.stringify(value)} (one of ${LOG_FORMATS.join(", ")})`,
+  );
+}
+
+/** The part of commander's `Option` that {@link logFlagOptions} uses. */
+export interface OptionLike<O> {
+  choices(values: readonly string[]): O;
+  env(name: string): O;
+  default(value: unknown, description?: string): O;
+}
+
+/**
+ * `--log-level` (validated choices, `AGL_LOG_LEVEL`, default info) and `--log-format` (`AGL_LOG_FORMAT`,
+ * default auto) for a commander CLI: pass commander's `Option` class, add the results to the program,
+ * then hand `opts.logLevel` / `opts.logFormat` to {@link installLogging}.
+ */
+export function logFlagOptions<O extends OptionLike<O>>(
+  OptionClass: new (flags: string, description?: string) => O,
+): O[] {
+  return [
+    new OptionClass("--log-level <level>", "log level (logs go to stderr)")
+      .choices(LOG_LEVELS)
+      .env("AGL_LOG_LEVEL")
+      .default("info"),
+    new OptionClass("--log-format <format>", "json lines, or pretty (readable); auto = pretty on a terminal")
+      .choices(LOG_FORMATS)
+      .env("AGL_LOG_FORMAT")
+      .default("auto"),
+  ];
 }

@@ -4,6 +4,7 @@ import type { LightningStore } from "@agl/core";
 import { serve } from "@hono/node-server";
 import { createStoreApp, type StoreAppOptions } from "./app.js";
 import { jsonLinesLogger } from "./logging.js";
+import { checkStoreServerOptions } from "./server-options.js";
 
 export interface StoreServerOptions extends Omit<StoreAppOptions, "shutdownSignal"> {
   store: LightningStore;
@@ -27,6 +28,7 @@ export interface StoreServer {
 
 /** Start the store server on node:http (via @hono/node-server). Resolves once it is listening. */
 export async function startStoreServer(options: StoreServerOptions): Promise<StoreServer> {
+  checkStoreServerOptions(options);
   const {
     store,
     host = "127.0.0.1",
@@ -49,6 +51,12 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   const urlHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
   const url = `http://${urlHost}:${address.port}`;
   logger.info("store server listening", { url });
+  if (!appOptions.token && !isLoopback(address.address)) {
+    logger.warn(
+      `store server on ${url} has no token: anyone who can reach it can read and change the store, resources (and any api_key in them) included; pass --token / AGL_STORE_TOKEN`,
+      { url },
+    );
+  }
 
   let closing: Promise<void> | undefined;
   const close = () => {
@@ -69,4 +77,8 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     return closing;
   };
   return { url, port: address.port, close };
+}
+
+function isLoopback(address: string): boolean {
+  return /^127\./.test(address) || address === "::1" || address === "::ffff:127.0.0.1";
 }
