@@ -15,6 +15,7 @@ import { attemptTokenMinter, finishAttempt, loadAttemptResources, markAbandoned 
 import { type AttemptEnd, type AttemptWatch, attemptEndedError, watchAttempt } from "./attempt-watch.js";
 import { recordAgentResult } from "./result-spans.js";
 import { isAuthFailure, RetryBackoff } from "./retry-backoff.js";
+import { withRolloutSpan } from "./rollout-span.js";
 import {
   type AttemptOutcome,
   type RunnerOptions,
@@ -202,7 +203,9 @@ export class Runner {
           this.mintAttemptToken?.(attempted),
         );
         const method = attempted.mode === "train" ? "trainingRollout" : "validationRollout";
-        return trace.run(async () => this.agent[method](attempted.input, context));
+        return trace.run(() =>
+          withRolloutSpan(this.tracer, trace, attempted, () => this.agent[method](attempted.input, context)),
+        );
       })().then(
         (result) => ({ ok: true as const, result }),
         (error: unknown) => ({ ok: false as const, error }),

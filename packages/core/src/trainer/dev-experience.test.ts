@@ -29,7 +29,8 @@ describe("trainer.dev() and fit() first contact", () => {
     const lines = printed[0]!.trimEnd().split("\n");
     expect(lines[0]).toMatch(/^agl dev: 3 rollouts, 2 succeeded, 1 failed, mean reward 0\.750, [\d.]+ s$/);
     expect(lines[1]).toMatch(/#\s+status\s+reward\s+attempts\s+spans\s+input/);
-    expect(lines[2]).toMatch(/1\s+succeeded\s+0\.5\s+1\s+1\s+1$/);
+    // spans: the agent.rollout span and the reward.
+    expect(lines[2]).toMatch(/1\s+succeeded\s+0\.5\s+1\s+2\s+1$/);
     expect(lines[4]).toMatch(/3\s+failed\s+-\s+1\s+\d+\s+3 {2}error: three is bad$/);
   });
 
