@@ -1,12 +1,22 @@
 /** Small pieces every agl CLI shares (no dependency beyond node): its version and its error exit. */
-import { createRequire } from "node:module";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 
 /**
- * The `version` of the package.json one directory above the calling module (`import.meta.url` of a
- * file in src/ or dist/), for `--version`.
+ * The `version` of the nearest package.json above the calling module (pass its `import.meta.url`):
+ * the same answer from src/ (tests, tsx) and from the bundled dist/.
  */
 export function packageVersion(moduleUrl: string): string {
-  return (createRequire(moduleUrl)("../package.json") as { version: string }).version;
+  let dir = dirname(fileURLToPath(moduleUrl));
+  for (;;) {
+    const file = join(dir, "package.json");
+    if (existsSync(file))
+      return (JSON.parse(readFileSync(file, "utf8")) as { version?: string }).version ?? "0.0.0";
+    const parent = dirname(dir);
+    if (parent === dir) return "0.0.0";
+    dir = parent;
+  }
 }
 
 /**
