@@ -1,6 +1,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { generateTokenSecret, type LLM, type ProxyLLM, proxyLLM, proxyLLMBaseUrl } from "@agl/core";
+import {
+  generateTokenSecret,
+  getLogger,
+  type LLM,
+  type ProxyLLM,
+  proxyLLM,
+  proxyLLMBaseUrl,
+} from "@agl/core";
 import { getRequestListener } from "@hono/node-server";
 import { Authenticator } from "./auth.js";
 import { BackendPool, type BackendState } from "./backends.js";
@@ -19,9 +26,10 @@ import { matchLLMRoute } from "./routes.js";
 import { type SessionRecord, SessionRegistry } from "./sessions.js";
 import { SpanWriter } from "./span-writer.js";
 
-const consoleLogger: ProxyLogger = {
-  warn: (m) => console.warn(`[agl-proxy] ${m}`),
-  error: (m) => console.error(`[agl-proxy] ${m}`),
+// The process-wide agl logger (pino when the agl-proxy CLI installed it, else console).
+const processLogger: ProxyLogger = {
+  warn: (m) => getLogger().warn(m),
+  error: (m) => getLogger().error(m),
 };
 
 /**
@@ -43,7 +51,7 @@ export class LLMProxy {
   constructor(options: LLMProxyOptions) {
     this.options = resolveOptions(options);
     const o = this.options;
-    this.log = o.logger ?? consoleLogger;
+    this.log = o.logger ?? processLogger;
     this.pool = new BackendPool(o.backends, {
       allowedFailures: o.allowedFailures,
       cooldownMs: o.cooldownMs,
