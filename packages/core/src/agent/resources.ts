@@ -42,9 +42,9 @@ export function buildRolloutContext(
       promptTemplate ??= r;
     }
   }
-  if (llmNames.length === 0 && !warnedNoLLM) {
-    warnedNoLLM = true;
-    logger?.warn(
+  if (llmNames.length === 0 && logger && !warnedNoLLM.has(logger)) {
+    warnedNoLLM.add(logger);
+    logger.warn(
       `no LLM resource among the published resources (${Object.keys(resources).join(", ") || "none"}): the agent's context.llm is undefined; publish one, e.g. new Trainer({ initialResources: { main_llm: llm({ endpoint, model }) } })`,
     );
   }
@@ -56,7 +56,8 @@ export function buildRolloutContext(
   return { llm, promptTemplate, rollout: attempted, resources: resolved, signal };
 }
 
-let warnedNoLLM = false;
+/** Loggers already told that no LLM resource exists (once per runner's logger, not per rollout). */
+const warnedNoLLM = new WeakSet<Logger>();
 
 /**
  * An LLM whose key is referenced by name (`api_key_env`) gets the key from this process's environment:

@@ -41,11 +41,13 @@ export class RetryBackoff {
   failed(error: unknown): void {
     this.failures++;
     const seconds = (this.delayMs() ?? 0) / 1000;
-    this.logger.warn(`${this.what} (try ${this.failures}): ${oneLine(error)}; retrying in ${seconds} s`);
+    this.logger.warn(
+      `${this.what} failed (try ${this.failures}): ${oneLine(error)}; retrying in ${seconds} s`,
+    );
   }
 
   succeeded(): void {
-    if (this.failures > 0) this.logger.info(`${this.what}: recovered after ${this.failures} failed tries`);
+    if (this.failures > 0) this.logger.info(`${this.what} works again after ${this.failures} failed tries`);
     this.failures = 0;
   }
 }

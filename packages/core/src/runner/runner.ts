@@ -63,7 +63,7 @@ export class Runner {
     this.concurrency = this.opts.concurrency;
     this.workerId = this.opts.workerId ?? `Worker-${process.pid}-${workerCounter++}`;
     this.mintAttemptToken = attemptTokenMinter(this.opts.proxyTokenSecret);
-    this.claimRetry = new RetryBackoff(`worker ${this.workerId}: dequeue failed`, this.logger);
+    this.claimRetry = new RetryBackoff(`worker ${this.workerId}: dequeue`, this.logger);
   }
 
   /** Rollouts being run right now. */
