@@ -2,20 +2,11 @@
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
-import { type Child, ROOT, spawnTs } from "../store-http/processes.js";
+import { describe, expect, it } from "vitest";
+import { type Child, ROOT } from "../store-http/processes.js";
+import { cliSpawner } from "./cli-children.js";
 
-const STORE = "packages/store/src/cli.ts";
-const children: Child[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) c.proc.kill("SIGKILL");
-});
-
-function store(args: string[]): Child {
-  const child = spawnTs(STORE, args);
-  children.push(child);
-  return child;
-}
+const store = cliSpawner("packages/store/src/cli.ts");
 
 async function waitFor(child: Child, pattern: RegExp): Promise<string> {
   for (let i = 0; i < 300; i++) {

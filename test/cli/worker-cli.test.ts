@@ -8,20 +8,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InMemoryLightningStore, llm } from "@agl/core";
 import { silentServerLogger, startStoreServer } from "@agl/store";
-import { afterEach, describe, expect, it } from "vitest";
-import { type Child, spawnTs } from "../store-http/processes.js";
+import { describe, expect, it } from "vitest";
+import { cliSpawner } from "./cli-children.js";
 
-const WORKER = "packages/client/src/cli.ts";
-const children: Child[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) c.proc.kill("SIGKILL");
-});
-
-function worker(args: string[]): Child {
-  const child = spawnTs(WORKER, args);
-  children.push(child);
-  return child;
-}
+const worker = cliSpawner("packages/client/src/cli.ts");
 
 async function storeServer(token?: string) {
   const store = new InMemoryLightningStore();
