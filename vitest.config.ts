@@ -13,7 +13,10 @@ export default defineConfig({
       { find: /^@agl\/adapter$/, replacement: src("adapter/src/index.ts") },
       { find: /^@agl\/proxy$/, replacement: src("proxy/src/index.ts") },
       { find: /^@agl\/client$/, replacement: src("client/src/index.ts") },
+      { find: /^@agl\/apo\/mock-optimizer$/, replacement: src("apo/src/mock-optimizer/index.ts") },
+      { find: /^@agl\/apo$/, replacement: src("apo/src/index.ts") },
       { find: /^@agl\/trainer-gpu$/, replacement: src("trainer-gpu/src/index.ts") },
+      { find: /^@agl\/dashboard$/, replacement: src("dashboard/src/index.ts") },
     ],
   },
   test: {

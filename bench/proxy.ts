@@ -12,11 +12,10 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { existsSync, readdirSync, statSync, writeFileSync } from "node:fs";
-import { Agent, request } from "node:http";
-import { createRequire } from "node:module";
 import { cpus } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { cannon, pct, post } from "./support/http-load.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
@@ -47,37 +46,6 @@ function ask(child: ChildProcess, m: string): Promise<any> {
     child.send(m);
   });
 }
-
-const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-function post(url: string, body: string): Promise<number> {
-  const u = new URL(url);
-  return new Promise((resolve, reject) => {
-    const t0 = process.hrtime.bigint();
-    const req = request(
-      {
-        hostname: u.hostname,
-        port: u.port,
-        path: u.pathname,
-        method: "POST",
-        agent,
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-      },
-      (res) => {
-        res.resume();
-        res.on("end", () =>
-          res.statusCode === 200
-            ? resolve(Number(process.hrtime.bigint() - t0) / 1e6)
-            : reject(new Error(`HTTP ${res.statusCode}`)),
-        );
-      },
-    );
-    req.on("error", reject);
-    req.end(body);
-  });
-}
-
-const pct = (sorted: number[], p: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 
 /**
  * Sequential calls on one connection, rotating direct → proxied → bare call by call, so call i of each
@@ -115,29 +83,6 @@ async function sequential(
   return { direct: own(d), proxied: own(p), bare: own(b), added: added(p), bareAdded: added(b) };
 }
 
-async function cannon(urls: string[], body: string, connections: number) {
-  const autocannon = createRequire(import.meta.url)("autocannon") as (opts: any) => Promise<any>;
-  const u = new URL(urls[0]!);
-  const result = await autocannon({
-    url: `${u.protocol}//${u.host}`,
-    connections,
-    duration: SECONDS,
-    requests: urls.map((x) => ({
-      method: "POST",
-      path: new URL(x).pathname,
-      headers: { "content-type": "application/json" },
-      body,
-    })),
-  });
-  return {
-    reqPerSec: result.requests.average as number,
-    p50: result.latency.p50 as number,
-    p99: result.latency.p99 as number,
-    errors: (result.errors as number) + (result.non2xx as number),
-    total: result.requests.total as number,
-  };
-}
-
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 async function scenario(name: string, delayMs: number, connections: number, seqCalls: number) {
@@ -169,15 +114,15 @@ async function scenario(name: string, delayMs: number, connections: number, seqC
     let bareCpuUs = 0;
     let bareCalls = 0;
     for (let round = 0; round < ROUNDS; round++) {
-      runs.direct.push(await cannon([direct], directBody, connections));
+      runs.direct.push(await cannon([direct], directBody, connections, SECONDS));
       const cpu0 = await ask(px.child, "cpu");
-      const r = await cannon(proxied.slice(round * 16, round * 16 + 16), clientBody, connections);
+      const r = await cannon(proxied.slice(round * 16, round * 16 + 16), clientBody, connections, SECONDS);
       const cpu1 = await ask(px.child, "cpu");
       proxyCpuUs += cpu1 - cpu0;
       proxyCalls += r.total;
       runs.proxied.push(r);
       const bareCpu0 = await ask(px.child, "cpu");
-      const rb = await cannon([bare], directBody, connections);
+      const rb = await cannon([bare], directBody, connections, SECONDS);
       bareCpuUs += (await ask(px.child, "cpu")) - bareCpu0;
       bareCalls += rb.total;
       runs.bare.push(rb);

@@ -17,6 +17,15 @@ if [ -z "${AGL_TEST_PG_URL:-}" ]; then
 fi
 echo "PostgreSQL for tests: ${AGL_TEST_PG_URL:-<per-test-process>}"
 
+# Debian's Chromium for the dashboard's browser tests (AGL_CHROMIUM points elsewhere if you have one).
+if [ -z "${AGL_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "warning: no /usr/bin/chromium; install Debian's chromium package (or set AGL_CHROMIUM) for the dashboard tests" >&2
+  fi
+fi
+
 mkdir -p .runs
 status=0
 pnpm exec vitest run --reporter=default --reporter=json --outputFile.json=.runs/vitest.json "$@" || status=$?

@@ -125,8 +125,12 @@ describe("agl-worker runs", () => {
       ]);
       expect(await child.exited, child.stderr()).toBe(0);
       expect(JSON.parse(child.stdout())).toMatchObject({ claimed: 1, succeeded: 1 });
-      const logs = nonEmptyLines(child.stderr()).map((l) => JSON.parse(l) as { msg: string; name: string });
-      expect(logs.some((l) => l.name === "agl-worker" && l.msg.includes("running against"))).toBe(true);
+      const lines = nonEmptyLines(child.stderr());
+      expect(lines[0]).toMatch(/store http:\/\/\S+ is an agl-ts store server/);
+      const logs = lines.slice(1).map((l) => JSON.parse(l) as { msg: string; name: string });
+      expect(
+        logs.some((l) => l.name === "agl-worker" && l.msg.includes("done: 1 claimed, 1 succeeded")),
+      ).toBe(true);
       expect((await store.getRolloutById(r.rollout_id))!.status).toBe("succeeded");
     } finally {
       await server.close();

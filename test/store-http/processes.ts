@@ -16,10 +16,10 @@ export interface Child {
 }
 
 /** `node --import tsx <script> ...args`, from the repo root so tsconfig paths map @agl/* to sources. */
-export function spawnTs(script: string, args: string[]): Child {
+export function spawnTs(script: string, args: string[], env: Record<string, string> = {}): Child {
   const proc = spawn(process.execPath, ["--import", "tsx", script, ...args], {
     cwd: ROOT,
-    env: { ...process.env, AGL_LOG_LEVEL: "warn" },
+    env: { ...process.env, AGL_LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
@@ -30,8 +30,17 @@ export function spawnTs(script: string, args: string[]): Child {
   return { proc, stdout: () => out, stderr: () => err, exited };
 }
 
-export function spawnWorker(storeUrl: string, agentModule: string, args: string[] = []): Child {
-  return spawnTs(WORKER_CLI, ["--store", storeUrl, "--agent", agentModule, "--log-level", "warn", ...args]);
+export function spawnWorker(
+  storeUrl: string,
+  agentModule: string,
+  args: string[] = [],
+  env: Record<string, string> = {},
+): Child {
+  return spawnTs(
+    WORKER_CLI,
+    ["--store", storeUrl, "--agent", agentModule, "--log-level", "warn", ...args],
+    env,
+  );
 }
 
 /** Start `agl-store` and resolve with its URL once it logs that it is listening. */

@@ -1,11 +1,12 @@
 import { llm } from "@agl/core";
-import { type PolicyBundle, PolicyServer } from "@agl/trainer-gpu";
+import { type PolicyBundle, type ServeFn, servePolicy } from "@agl/trainer-gpu";
 import { solve } from "./agent.js";
 import type { Problem } from "./dataset.js";
 
 /**
  * Run the agent against a policy directly (no store, no proxy): for quick checks outside training,
- * e.g. whether the warm start made tool use common enough for RL to amplify it.
+ * e.g. whether the warm start made tool use common enough for RL to amplify it. `serve` picks where it
+ * generates: the in-process PolicyServer (default) or an external engine (`externalEngine({...})`).
  */
 
 export interface EvalResult {
@@ -20,19 +21,14 @@ export interface EvalResult {
 export async function evaluatePolicy(
   policy: PolicyBundle,
   problems: readonly Problem[],
-  options: { temperature: number; seed: number },
+  options: { temperature: number; seed: number; serve?: ServeFn },
 ): Promise<EvalResult> {
-  const server = new PolicyServer({
-    model: policy.model,
-    tokenizer: policy.tokenizer,
-    template: policy.template,
-    modelName: "policy",
-  });
-  await server.start();
+  const server = await (options.serve ?? servePolicy)(policy, { modelName: "policy" });
   try {
     const resource = llm({
-      endpoint: server.baseUrl,
-      model: "policy",
+      endpoint: server.url,
+      model: server.servedModel?.() ?? "policy",
+      ...(server.apiKey ? { api_key: server.apiKey } : {}),
       sampling_parameters: { temperature: options.temperature, max_tokens: 64 },
     });
     const results = await Promise.all(
@@ -49,6 +45,6 @@ export async function evaluatePolicy(
       n,
     };
   } finally {
-    await server.stop();
+    await server.close();
   }
 }

@@ -97,11 +97,13 @@ const program = new Command()
       ...(opts.maxRollouts ? { maxRollouts: opts.maxRollouts } : {}),
       logger,
     });
-    logger.info(
-      `worker ${worker.workerId} running against ${opts.store} with concurrency ${opts.concurrency}`,
-      {
-        agent: opts.agent,
-      },
+    // Probe first: a refused token or an unreachable store ends here with one line.
+    await worker.probe();
+    const server = await worker.describeServer();
+    // Always printed (stderr, whatever the log level): which server a worker talks to decides which
+    // features it has (see LightningStoreClient.serverInfo).
+    process.stderr.write(
+      `agl-worker ${worker.workerId}: store ${opts.store} is ${server ? `an ${server.description}` : "not identified yet"}; concurrency ${opts.concurrency}\n`,
     );
     const summary = await worker.run();
     logger.info(

@@ -27,5 +27,9 @@ export {
 } from "./legacy-client.js";
 export { AgentModuleError, loadAgent } from "./load-agent.js";
 export { probeStore, StoreAuthError, StoreUnreachableError } from "./probe.js";
-export { LightningStoreClient, type LightningStoreClientOptions } from "./store-client.js";
+export {
+  LightningStoreClient,
+  type LightningStoreClientOptions,
+  type StoreServerInfo,
+} from "./store-client.js";
 export { DEFAULT_WORKER_TIMEOUT_SECONDS, Worker, type WorkerOptions } from "./worker.js";

@@ -31,6 +31,7 @@ import {
   type Span,
   type SpanInput,
   type SpanQuery,
+  SpanSchema,
   type StartRolloutRequest,
   type StoreCapabilities,
   StoreClosedError,
@@ -77,6 +78,17 @@ const enc = encodeURIComponent;
 export interface LightningStoreClientOptions extends TransportOptions {
   /** Longest single server-side wait asked for by waitForRollouts, in seconds. Default 10. */
   waitChunkSeconds?: number;
+}
+
+/** Which implementation of the store API answers (see `LightningStoreClient.serverInfo`). */
+export interface StoreServerInfo {
+  /** "agl-ts": an agl-ts store server; "agentlightning": no agl-ts marker, so Python Agent Lightning's
+   * `agl store` (or another server of its v0.3 REST API). */
+  kind: "agl-ts" | "agentlightning";
+  /** The store's own name from GET /statistics (e.g. "SqliteLightningStore", "InMemoryLightningStore"). */
+  storeName: string | null;
+  /** One line for logs: which server, and what the client does differently for it. */
+  description: string;
 }
 
 /** Set by the agl store server on POST /waits/rollouts when the wait ended before its cap. */
@@ -140,6 +152,33 @@ export class LightningStoreClient implements LightningStore {
     const what = `response of ${method.toUpperCase()} ${path}`;
     if (trusted && fromAgl) return trusted(body, what);
     return parseOrThrow(schema, body, what);
+  }
+
+  /**
+   * Ask the server which implementation it is (one GET /statistics, which also checks the token).
+   * Everything else works with either; against Python Agent Lightning the client sends spans one
+   * request each (it has no batch routes), waits by polling until every id is finished (it does not
+   * say when a wait ended early), and sees store errors as HTTP 500s (retried as its own client does).
+   */
+  async serverInfo(): Promise<StoreServerInfo> {
+    let marker: string | null = null;
+    const stats = await this.call(StatisticsAnswer, "get", "statistics", {
+      onResponse: (res) => {
+        marker = res.header(AGL_SERVER_HEADER);
+      },
+    });
+    const storeName = typeof stats.name === "string" ? stats.name : null;
+    const store = storeName ? ` (${storeName})` : "";
+    if (marker !== null) {
+      return { kind: "agl-ts", storeName, description: `agl-ts store server${store}` };
+    }
+    return {
+      kind: "agentlightning",
+      storeName,
+      description:
+        `Agent Lightning store server${store}, not agl-ts: spans go one per request, ` +
+        "waits poll until every rollout is finished, store errors arrive as HTTP 500",
+    };
   }
 
   async statistics(): Promise<StoreStatistics> {
@@ -292,8 +331,13 @@ export class LightningStoreClient implements LightningStore {
   }
 
   // --- spans
-  addSpan(span: SpanInput): Promise<Span | null> {
-    return this.call(MaybeSpan, "post", "spans", { json: span });
+  /**
+   * The span goes out complete (defaults filled: null parent/context, empty events, ...): Python Agent
+   * Lightning's server requires every field of its Span model, nullable or not. This is also the
+   * one-per-request fallback of addManySpans for servers without the batch route.
+   */
+  async addSpan(span: SpanInput): Promise<Span | null> {
+    return this.call(MaybeSpan, "post", "spans", { json: parseOrThrow(SpanSchema, span, "span") });
   }
 
   async addManySpans(spans: SpanInput[]): Promise<Span[]> {

@@ -13,9 +13,10 @@ import {
   Runner,
   type RunnerSummary,
 } from "@agl/core";
+import { HttpError } from "./http/errors.js";
 import { WorkerOptionsSchema } from "./options.js";
 import { probeStore } from "./probe.js";
-import { LightningStoreClient } from "./store-client.js";
+import { LightningStoreClient, type StoreServerInfo } from "./store-client.js";
 
 /** Default deadline of an attempt whose rollout sets no `timeout_seconds` (30 minutes). */
 export const DEFAULT_WORKER_TIMEOUT_SECONDS = 1800;
@@ -67,6 +68,7 @@ export class Worker {
   private readonly startupTimeoutSeconds: number;
   private readonly logger: Logger;
   private signalCount = 0;
+  private probed = false;
 
   constructor(options: WorkerOptions) {
     const opts = WorkerOptionsSchema.parse(options);
@@ -103,6 +105,39 @@ export class Worker {
   }
 
   /**
+   * Which store server this worker talks to (agl-ts or Python Agent Lightning), or null for an
+   * in-process store or a server that cannot be reached yet (the runner keeps polling it). A refused
+   * token (401/403) is thrown: no claim could ever succeed.
+   */
+  async describeServer(): Promise<StoreServerInfo | null> {
+    if (!(this.store instanceof LightningStoreClient)) return null;
+    try {
+      return await this.store.serverInfo();
+    } catch (error) {
+      if (HttpError.isInstance(error) && (error.status === 401 || error.status === 403)) throw error;
+      this.logger.warn(
+        `worker ${this.workerId}: could not identify the store server yet: ${(error as Error).message}`,
+      );
+      return null;
+    }
+  }
+
+  /**
+   * Check the store server answers with this token (run() does it first; call it earlier to fail before
+   * anything else): StoreAuthError at once on 401/403, StoreUnreachableError after the start-up timeout.
+   */
+  async probe(): Promise<void> {
+    if (this.storeUrl === undefined || this.probed) return;
+    await probeStore(this.storeUrl, {
+      token: this.token,
+      timeoutSeconds: this.startupTimeoutSeconds,
+      logger: this.logger,
+      signal: this.controller.signal,
+    });
+    this.probed = true;
+  }
+
+  /**
    * Probe the store, then run until stopped (signal, stop(), or maxRollouts claimed); resolves with the
    * runner's summary. Rejects at once when the store refuses the token.
    */
@@ -132,14 +167,7 @@ export class Worker {
       process.on("SIGTERM", onSignal);
     }
     try {
-      if (this.storeUrl !== undefined) {
-        await probeStore(this.storeUrl, {
-          token: this.token,
-          timeoutSeconds: this.startupTimeoutSeconds,
-          logger: this.logger,
-          signal: this.controller.signal,
-        });
-      }
+      await this.probe();
       return await this.runner.run({ signal: this.controller.signal });
     } finally {
       external?.removeEventListener("abort", onExternal);

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { Pool } from "undici";
-import { callUpstream, collectBody } from "./upstream.js";
+import { callUpstream, collectBody, type UpstreamTransport } from "./upstream.js";
 
 export interface BackendConfig {
   /** OpenAI-compatible base URL, with or without the trailing `/v1`. */
@@ -26,14 +26,19 @@ export interface BackendState {
 /** One upstream, with its connection pool and health. */
 export class Backend {
   readonly url: string;
-  readonly model: string | null;
+  /** Changed at run time by `LLMProxy.setBackendModel` (e.g. a new LoRA adapter per policy version). */
+  model: string | null;
   readonly weight: number;
   readonly apiKey: string | null;
   readonly origin: string;
   /** Path prefix up to and including `/v1`, e.g. `/v1` or `/serving/v1`. */
   readonly apiPath: string;
-  /** Keep-alive connections: a fresh TCP connection per call would dominate the added latency. */
-  readonly pool: Pool;
+  /**
+   * Keep-alive connections: a fresh TCP connection per call would dominate the added latency. Null for a
+   * backend reached another way (`transport`: a relay worker's WebSocket).
+   */
+  readonly pool: Pool | null;
+  readonly transport: UpstreamTransport | null;
   /** Precomputed so the per-request rendezvous hash only hashes the key. */
   readonly hashSeed: string;
   healthy = true;
@@ -42,9 +47,9 @@ export class Backend {
   ejectedUntil = 0;
   lastError: string | null = null;
 
-  constructor(config: BackendConfig) {
+  constructor(config: BackendConfig, transport: UpstreamTransport | null = null) {
     const parsed = new URL(config.url);
-    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    if (transport === null && parsed.protocol !== "http:" && parsed.protocol !== "https:") {
       throw new Error(`backend url must be http(s): ${config.url}`);
     }
     let path = parsed.pathname.replace(/\/+$/, "");
@@ -57,7 +62,10 @@ export class Backend {
     if (!(this.weight > 0)) throw new Error(`backend weight must be > 0: ${config.url}`);
     this.apiKey = config.apiKey ?? null;
     this.hashSeed = this.url;
-    this.pool = new Pool(this.origin, { connections: 1024, pipelining: 1, keepAliveTimeout: 4_000 });
+    this.transport = transport;
+    this.pool = transport
+      ? null
+      : new Pool(this.origin, { connections: 1024, pipelining: 1, keepAliveTimeout: 4_000 });
   }
 
   available(now: number): boolean {
@@ -85,6 +93,8 @@ export interface BackendPoolOptions {
   healthCheckIntervalMs?: number;
   healthCheckTimeoutMs?: number;
   onWarning?: (message: string) => void;
+  /** Start with no backend (relay mode: workers join later). */
+  allowEmpty?: boolean;
 }
 
 /**
@@ -93,6 +103,7 @@ export interface BackendPoolOptions {
  * it (about 1/N), and every rollout keeps hitting the same replica's prefix cache.
  */
 export class BackendPool {
+  /** Configured HTTP backends, then relay workers while they are connected (`add`/`remove`). */
   readonly backends: Backend[];
   private readonly allowedFailures: number;
   private readonly cooldownMs: number;
@@ -104,7 +115,7 @@ export class BackendPool {
     configs: BackendConfig[],
     private readonly options: BackendPoolOptions = {},
   ) {
-    if (configs.length === 0) throw new Error("at least one backend is required");
+    if (configs.length === 0 && !options.allowEmpty) throw new Error("at least one backend is required");
     this.backends = configs.map((c) => new Backend(c));
     this.allowedFailures = options.allowedFailures ?? 3;
     this.cooldownMs = options.cooldownMs ?? 10_000;
@@ -118,7 +129,7 @@ export class BackendPool {
   rank(key: string | null): Backend[] {
     const now = Date.now();
     const list = this.backends;
-    if (list.length === 1) return list;
+    if (list.length <= 1) return [...list];
     let scored: Array<{ b: Backend; s: number }>;
     if (key === null) {
       const start = this.roundRobin++ % list.length;
@@ -132,6 +143,17 @@ export class BackendPool {
       return ax !== ay ? ay - ax : y.s - x.s;
     });
     return scored.map((x) => x.b);
+  }
+
+  /** A backend that joined (a relay worker that connected). */
+  add(backend: Backend): void {
+    this.backends.push(backend);
+  }
+
+  /** A backend that left; calls already ranked onto it fail over as for any dead backend. */
+  remove(backend: Backend): void {
+    const i = this.backends.indexOf(backend);
+    if (i !== -1) this.backends.splice(i, 1);
   }
 
   recordSuccess(backend: Backend): void {
@@ -158,7 +180,7 @@ export class BackendPool {
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
-    await Promise.all(this.backends.map((b) => b.pool.destroy().catch(() => undefined)));
+    await Promise.all(this.backends.map((b) => b.pool?.destroy().catch(() => undefined)));
   }
 
   async checkAll(): Promise<void> {

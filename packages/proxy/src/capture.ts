@@ -11,6 +11,8 @@ export interface CallRecord {
   mode: Mode | null;
   sessionId: string | null;
   isChat: boolean;
+  /** The client's API when it was not chat/completions (`/v1/responses`, `/v1/messages`, translated). */
+  clientApi?: "responses" | "messages" | null;
   /** The body as sent upstream (after rewrites), parsed and as the exact text sent. */
   request: Record<string, any>;
   requestText?: string;
@@ -160,6 +162,7 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
   }
 
   a["agl.proxy.attribution"] = call.style;
+  if (call.clientApi) a["agl.proxy.client_api"] = call.clientApi;
   if (call.mode) a["agl.proxy.mode"] = call.mode;
   if (call.sessionId) a["agl.proxy.session_id"] = call.sessionId;
   if (call.backend) a["agl.proxy.backend"] = call.backend;

@@ -44,10 +44,18 @@ function buildOptions(): Command {
   return (
     new Command("agl-proxy")
       .description("OpenAI-compatible LLM gateway that records exact token ids into a LightningStore")
-      .requiredOption(
+      .option(
         "-b, --backend <url[,model=M][,weight=W]>",
-        "an OpenAI-compatible upstream (repeatable)",
+        "an OpenAI-compatible upstream (repeatable; optional with --relay)",
         collect,
+      )
+      .option("--relay", "relay mode: accept inference workers on /ws/worker (agl-relay-worker)", false)
+      .option("--worker-token <token>", "token relay workers present (env AGL_PROXY_WORKER_TOKEN)")
+      .option(
+        "--wait-for-worker-ms <ms>",
+        "relay mode: how long a call waits when no worker is connected",
+        int("wait-for-worker-ms"),
+        30_000,
       )
       .option(
         "-s, --store <uri>",
@@ -61,6 +69,10 @@ function buildOptions(): Command {
       .option("--store-token <token>", "bearer token for an http store server (env AGL_STORE_TOKEN)")
       .option("--host <host>", "listen address", "127.0.0.1")
       .option("-p, --port <port>", "listen port", int("port"), 8080)
+      .option(
+        "--public-url <url>",
+        "base URL agents on other machines reach this proxy at (env AGL_PROXY_PUBLIC_URL)",
+      )
       .option("--model <name>", "public model name (rewrite target and /v1/models)")
       .option("--admin-token <token>", "token for /proxy/* and session routes (env AGL_PROXY_ADMIN_TOKEN)")
       .option("--token-secret <secret>", "HMAC secret for per-attempt tokens (env AGL_PROXY_TOKEN_SECRET)")
@@ -103,10 +115,16 @@ export function proxyOptionsFromArgs(
   o: Record<string, any>,
   env: NodeJS.ProcessEnv = process.env,
 ): Omit<LLMProxyOptions, "store"> {
+  const backends = ((o.backend as string[] | undefined) ?? []).map(parseBackend);
+  const workerToken = o.workerToken ?? env.AGL_PROXY_WORKER_TOKEN;
+  if (o.relay && !workerToken) throw new Error("--relay needs --worker-token (or AGL_PROXY_WORKER_TOKEN)");
+  if (!o.relay && backends.length === 0) throw new Error("give at least one --backend, or --relay");
   return {
-    backends: (o.backend as string[]).map(parseBackend),
+    backends,
+    relay: o.relay ? { workerToken, waitForWorkerMs: o.waitForWorkerMs } : null,
     host: o.host,
     port: o.port,
+    publicUrl: o.publicUrl ?? (env.AGL_PROXY_PUBLIC_URL || null),
     model: o.model ?? null,
     adminToken: o.adminToken ?? env.AGL_PROXY_ADMIN_TOKEN ?? null,
     tokenSecret: o.tokenSecret ?? env.AGL_PROXY_TOKEN_SECRET,
@@ -147,6 +165,8 @@ export async function main(argv = process.argv): Promise<void> {
     `agl-proxy listening on ${url} (OpenAI base URL ${url}/v1), recording into ${o.storeModule ?? o.store}`,
     { url },
   );
+  if (o.relay)
+    console.log(`agl-proxy relay mode: workers connect to ${url.replace(/^http/, "ws")}/ws/worker`);
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;

@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import type { Backend, BackendPool } from "./backends.js";
 import type { PendingCall } from "./call-recorder.js";
+import type { ClientDialect } from "./dialects/index.js";
 import { header, openaiError, sendJson } from "./http-util.js";
 import type { ResolvedProxyOptions } from "./options.js";
 import type { UpstreamRequest } from "./rewrite.js";
@@ -23,11 +24,18 @@ export interface ForwardArgs {
   res: ServerResponse;
   /** Backends in preference order; try i goes to ranked[i % n], so a dead replica fails over. */
   ranked: Backend[];
+  /**
+   * Relay mode: rank again before each retry, since workers come and go (a dead worker has left the
+   * pool, a reconnected one has joined it).
+   */
+  rerank?: (() => Backend[]) | null;
   subpath: string;
   request: UpstreamRequest;
   stream: boolean;
   isChat: boolean;
   record: PendingCall | null;
+  /** Set when the client speaks another API than the upstream's chat (`/v1/responses`, `/v1/messages`). */
+  dialect?: ClientDialect | null;
 }
 
 /**
@@ -48,7 +56,9 @@ export async function forwardCall(a: ForwardArgs): Promise<void> {
   };
   res.once("close", onClose);
   for (let attempt = 0; attempt < tries && !clientGone; attempt++) {
-    const backend = ranked[attempt % ranked.length]!;
+    const fresh = attempt > 0 && a.rerank ? a.rerank() : ranked;
+    const list = fresh.length ? fresh : ranked;
+    const backend = list[attempt % list.length]!;
     // each backend gets its own model name: a failover must not send the first replica's name
     const payload = a.request.payloadFor(backend);
     if (record) {
@@ -78,13 +88,26 @@ export async function forwardCall(a: ForwardArgs): Promise<void> {
       const contentType = header(headers["content-type"]) ?? "application/json";
       if (a.stream && status < 300 && contentType.startsWith("text/event-stream")) {
         pool.recordSuccess(backend);
-        await relayStream(call, status, res, a.isChat, record, o.timeoutMs, o.sseKeepAliveMs);
+        await relayStream(
+          call,
+          status,
+          res,
+          a.isChat,
+          record,
+          o.timeoutMs,
+          o.sseKeepAliveMs,
+          a.dialect?.createStream(),
+        );
         return;
       }
       const body = await collectBody(call);
       if (status < 500) pool.recordSuccess(backend);
       else pool.recordFailure(backend, `HTTP ${status}`);
-      if (!clientGone) {
+      if (!clientGone && a.dialect) {
+        const out = a.dialect.translateResponse(status, body, contentType);
+        res.writeHead(out.status, { "content-type": "application/json", "content-length": out.body.length });
+        res.end(out.body);
+      } else if (!clientGone) {
         res.writeHead(status, { "content-type": contentType, "content-length": body.length });
         res.end(body);
       }
@@ -112,7 +135,9 @@ export async function forwardCall(a: ForwardArgs): Promise<void> {
         continue;
       }
       if (record) Object.assign(record, { endMs: now(), httpStatus: timedOut ? 504 : 502, error: message });
-      sendJson(res, timedOut ? 504 : 502, openaiError(`upstream failed: ${message}`, "upstream_error"));
+      const failure = `upstream failed: ${message}`;
+      const status = timedOut ? 504 : 502;
+      sendJson(res, status, a.dialect?.errorBody(status, failure) ?? openaiError(failure, "upstream_error"));
       return;
     } finally {
       backend.inflight--;

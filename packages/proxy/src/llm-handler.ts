@@ -4,6 +4,13 @@ import { type Attribution, Attributor } from "./attribution.js";
 import { AuthError, type Authenticator } from "./auth.js";
 import type { BackendPool } from "./backends.js";
 import { CallRecorder, type CaptureCounters, type PendingCall } from "./call-recorder.js";
+import {
+  anthropicError,
+  type ClientDialect,
+  DialectRequestError,
+  ResponseHistory,
+  translateClientRequest,
+} from "./dialects/index.js";
 import { forwardCall } from "./forward.js";
 import { header, openaiError, readBody, sendJson } from "./http-util.js";
 import type { ProxyLogger, ResolvedProxyOptions } from "./options.js";
@@ -26,6 +33,8 @@ export class LLMCallHandler {
   private readonly attributor: Attributor;
   /** Null when the store cannot look attempts up, or checks are off: every attribution is taken as is. */
   private readonly directory: AttemptDirectory | null;
+  /** `/v1/responses` conversations for `previous_response_id`, per attempt. */
+  private readonly history = new ResponseHistory();
 
   constructor(
     private readonly o: ResolvedProxyOptions,
@@ -35,6 +44,8 @@ export class LLMCallHandler {
     auth: Authenticator,
     sessions: SessionRegistry,
     log: ProxyLogger,
+    /** Relay mode: wait (up to ms) for a worker when no backend is connected; resolves whether one is. */
+    private readonly waitForBackend: ((ms: number) => Promise<boolean>) | null = null,
   ) {
     this.recorder = new CallRecorder(writer, sessions, o, log);
     this.attributor = new Attributor(o.traceHeader, auth, sessions);
@@ -84,6 +95,25 @@ export class LLMCallHandler {
     if (body === null || typeof body !== "object" || Array.isArray(body)) {
       return sendJson(res, 400, openaiError("request body must be a JSON object", "invalid_request_error"));
     }
+    let dialect: ClientDialect | null = null;
+    if (match.op === "responses" || match.op === "messages") {
+      // served by translation to the upstream's chat/completions: one chat span, the same triplets
+      const scope = attribution ? JSON.stringify([attribution.rolloutId, attribution.attemptId]) : "";
+      try {
+        const translated = translateClientRequest(match.op, body, this.history, scope);
+        body = translated.chat;
+        dialect = translated.dialect;
+      } catch (error) {
+        if (!(error instanceof DialectRequestError)) throw error;
+        return sendJson(
+          res,
+          400,
+          match.op === "messages"
+            ? anthropicError(400, error.message)
+            : openaiError(error.message, "invalid_request_error", "invalid_value"),
+        );
+      }
+    }
     if (attribution?.explicit && this.directory) {
       const { rolloutId: rid, attemptId: aid } = attribution;
       const known = this.directory.cached(rid, aid) ?? (await this.directory.exists(rid, aid));
@@ -108,7 +138,7 @@ export class LLMCallHandler {
         );
       }
     }
-    const isChat = match.op === "chat";
+    const isChat = match.op !== "completions";
     const clientModel = body.model;
     const warning = rewriteRequest(body, isChat, attribution?.mode ?? null, this.o);
     if (warning) this.recorder.warnOnce(warning.key, warning.message);
@@ -124,6 +154,7 @@ export class LLMCallHandler {
           mode: attribution.mode,
           sessionId: attribution.sessionId,
           isChat,
+          clientApi: dialect?.api ?? null,
           request: body,
           requestText: "",
           clientModel,
@@ -144,16 +175,30 @@ export class LLMCallHandler {
         }
       : null;
     try {
+      const key = attribution?.rolloutId ?? null;
+      let ranked = this.pool.rank(key);
+      if (ranked.length === 0 && this.waitForBackend) {
+        await this.waitForBackend(this.o.relay?.waitForWorkerMs ?? 0);
+        ranked = this.pool.rank(key);
+      }
+      if (ranked.length === 0) {
+        const message = "no inference backend is connected";
+        if (record) Object.assign(record, { endMs: now(), httpStatus: 503, error: message });
+        sendJson(res, 503, dialect?.errorBody(503, message) ?? openaiError(message, "upstream_error"));
+        return;
+      }
       await forwardCall({
         o: this.o,
         pool: this.pool,
         res,
-        ranked: this.pool.rank(attribution?.rolloutId ?? null),
+        ranked,
+        rerank: this.waitForBackend ? () => this.pool.rank(key) : null,
         subpath: isChat ? "chat/completions" : "completions",
         request: new UpstreamRequest(body, this.o),
         stream,
         isChat,
         record,
+        dialect,
       });
     } finally {
       if (record && seq) this.recorder.record(record, seq);
@@ -171,7 +216,8 @@ export class LLMCallHandler {
         data: names.map((id) => ({ id, object: "model", created: 0, owned_by: "agl-proxy" })),
       });
     }
-    const backend = this.pool.rank(null)[0]!;
+    const backend = this.pool.rank(null)[0];
+    if (!backend) return sendJson(res, 200, { object: "list", data: [] });
     try {
       const call = callUpstream(backend, "GET", "models", null, this.o.timeoutMs, "application/json");
       const { status, headers } = await call.started;

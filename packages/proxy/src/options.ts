@@ -1,4 +1,4 @@
-import { type LightningStore, parseOrThrow } from "@agl/core";
+import { InvalidArgumentError, type LightningStore, parseOrThrow } from "@agl/core";
 import { z } from "zod";
 
 /** The part of a LightningStore the proxy writes to (the batch methods are used when present). Any store satisfies it. */
@@ -30,9 +30,39 @@ export const LLMProxyOptionsSchema = z.object({
       typeof (v as any)?.addSpan === "function" && typeof (v as any)?.getNextSpanSequenceId === "function",
     "must implement addSpan and getNextSpanSequenceId",
   ),
-  backends: z.array(BackendSchema).min(1),
+  /** HTTP upstreams; may be empty in relay mode, where workers connect on /ws/worker. */
+  backends: z.array(BackendSchema).default([]),
+  /**
+   * Relay mode: inference workers dial out to `/ws/worker` with this token and join the backends while
+   * connected (see README "Relay mode"). Null: no WebSocket endpoint.
+   */
+  relay: z
+    .object({
+      workerToken: z.string().min(16),
+      /** A call arriving while no backend at all is connected waits this long for a worker, then 503. */
+      waitForWorkerMs: z.number().int().min(0).default(30_000),
+      helloTimeoutMs: z.number().int().positive().default(10_000),
+      pingIntervalMs: z.number().int().positive().default(15_000),
+      maxFrameBytes: z
+        .number()
+        .int()
+        .positive()
+        .default(64 * 1024 * 1024),
+    })
+    .nullable()
+    .default(null),
   host: z.string().default("127.0.0.1"),
   port: z.number().int().min(0).max(65535).default(0),
+  /**
+   * Base URL other machines reach this proxy at (e.g. "http://trainer-1:8100"), published in
+   * `asResource()`. Default: the bound address (0.0.0.0 becomes 127.0.0.1, fine on one machine only).
+   */
+  publicUrl: z
+    .string()
+    .url()
+    .refine((u) => /^https?:\/\//.test(u), "must be an http(s) URL")
+    .nullable()
+    .default(null),
   /** Guards the control routes; null leaves them open (a warning is logged). */
   adminToken: z.string().min(8).nullable().default(null),
   /**
@@ -110,5 +140,11 @@ export type ResolvedProxyOptions = z.output<typeof LLMProxyOptionsSchema> & { ll
 
 export function resolveOptions(options: LLMProxyOptions): ResolvedProxyOptions {
   const parsed = parseOrThrow(LLMProxyOptionsSchema, options, "LLMProxyOptions");
+  if (parsed.backends.length === 0 && parsed.relay === null) {
+    throw new InvalidArgumentError(
+      "LLMProxyOptions.backends",
+      "at least one backend is required (or relay mode)",
+    );
+  }
   return { ...parsed, llmAuth: parsed.llmAuth ?? (parsed.adminToken ? "token" : "none") };
 }

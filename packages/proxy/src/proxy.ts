@@ -22,6 +22,7 @@ import {
   resolveOptions,
 } from "./options.js";
 import { PauseGate, type PauseOptions, type PauseState } from "./pause.js";
+import { RelayHub } from "./relay/relay-hub.js";
 import { matchLLMRoute } from "./routes.js";
 import { type SessionRecord, SessionRegistry } from "./sessions.js";
 import { SpanWriter } from "./span-writer.js";
@@ -45,6 +46,8 @@ export class LLMProxy {
   private readonly sessions = new SessionRegistry();
   private readonly handler: LLMCallHandler;
   private readonly log: ProxyLogger;
+  /** Relay mode's worker endpoint; null without `relay`. */
+  private readonly relay: RelayHub | null;
   private server: Server | null = null;
   private baseUrl: string | null = null;
 
@@ -58,7 +61,9 @@ export class LLMProxy {
       healthCheckIntervalMs: o.healthCheckIntervalMs,
       healthCheckTimeoutMs: o.healthCheckTimeoutMs,
       onWarning: (m) => this.log.warn(m),
+      allowEmpty: o.relay !== null,
     });
+    this.relay = o.relay ? new RelayHub(o.relay, this.pool, this.log) : null;
     this.gate = new PauseGate({
       mode: o.pauseMode,
       retryAfterSeconds: o.retryAfterSeconds,
@@ -76,6 +81,7 @@ export class LLMProxy {
       this.auth,
       this.sessions,
       this.log,
+      this.relay ? (ms) => this.relay!.waitForWorker(ms) : null,
     );
     if (o.modes.train.temperature !== null && o.modes.train.temperature !== 1 && o.modes.train.logprobs) {
       this.log.warn(`train temperature is ${o.modes.train.temperature} ≠ 1 while raw logprobs are recorded`);
@@ -116,6 +122,10 @@ export class LLMProxy {
         else res.destroy();
       });
     });
+    if (this.relay) {
+      const relay = this.relay;
+      server.on("upgrade", (req, socket, head) => relay.handleUpgrade(req, socket, head));
+    }
     // receiving the request is bounded; the response may stream for as long as the model generates
     server.requestTimeout = 60_000;
     server.headersTimeout = 30_000;
@@ -148,15 +158,26 @@ export class LLMProxy {
     } catch {
       this.log.warn(`stopping with ${this.gate.inflight} call(s) still in flight`);
     }
+    await this.relay?.close();
     server.closeAllConnections();
     await closed;
     await this.flush();
     await this.pool.stop();
   }
 
+  /** Ids of the relay workers connected now (relay mode). */
+  get relayWorkers(): string[] {
+    return this.relay?.connectedWorkers ?? [];
+  }
+
   get url(): string {
     if (!this.baseUrl) throw new Error("the proxy is not started");
     return this.baseUrl;
+  }
+
+  /** The base URL published to agents: the `publicUrl` option, else the bound address (`url`). */
+  get publicUrl(): string {
+    return this.options.publicUrl?.replace(/\/+$/, "") ?? this.url;
   }
 
   /** Wait until every recorded call's span has been handed to the store. */
@@ -187,6 +208,17 @@ export class LLMProxy {
       ...this.handler.captureCounters,
       backends: this.pool.backends.map((b) => b.state()),
     };
+  }
+
+  /**
+   * Ask every backend for `model` from now on (the rewrite target of later calls), e.g. the LoRA adapter
+   * an inference engine serves the new policy version under. Calls already forwarded keep theirs: pause
+   * with `drain` first so none straddles the change.
+   */
+  setBackendModel(model: string): void {
+    if (typeof model !== "string" || model.length === 0)
+      throw new Error("setBackendModel needs a model name");
+    for (const backend of this.pool.backends) backend.model = model;
   }
 
   get modelVersion(): string | number | null {
@@ -223,7 +255,7 @@ export class LLMProxy {
   asResource(
     options: { model?: string; samplingParameters?: Record<string, unknown>; apiKey?: string | null } = {},
   ): ProxyLLM {
-    const model = options.model ?? this.options.model ?? this.pool.backends[0]!.model;
+    const model = options.model ?? this.options.model ?? this.pool.backends[0]?.model;
     if (!model)
       throw new Error("asResource needs a model name (pass { model } or configure the proxy's model)");
     const temperature = options.samplingParameters?.temperature;
@@ -231,7 +263,7 @@ export class LLMProxy {
       this.log.warn(`resource temperature ${temperature} ≠ 1 while raw logprobs are recorded`);
     }
     return proxyLLM({
-      endpoint: `${this.url}/v1`,
+      endpoint: `${this.publicUrl}/v1`,
       model,
       api_key: options.apiKey ?? null,
       sampling_parameters: options.samplingParameters ?? {},

@@ -6,7 +6,7 @@
  *  - `[/v1]/{op}` plus headers `x-rollout-id`/`x-attempt-id` or a trace header (verl recipe 003)
  */
 
-export type LLMOperation = "chat" | "completions" | "models";
+export type LLMOperation = "chat" | "completions" | "models" | "responses" | "messages";
 export type AttributionStyle = "path" | "proxy_path" | "session" | "header" | "trace_header" | "token";
 export type Mode = "train" | "val";
 
@@ -26,6 +26,8 @@ function opOf(segments: string[], from: number): LLMOperation | null {
   if (rest === 1) {
     if (segments[from] === "completions") return "completions";
     if (segments[from] === "models") return "models";
+    if (segments[from] === "responses") return "responses";
+    if (segments[from] === "messages") return "messages";
     return null;
   }
   if (rest === 2 && segments[from] === "chat" && segments[from + 1] === "completions") return "chat";

@@ -1,5 +1,6 @@
 import type { ServerResponse } from "node:http";
 import type { CallRecord } from "./capture.js";
+import type { DialectStream } from "./dialects/index.js";
 import { openaiError } from "./http-util.js";
 import { StreamAssembler } from "./stream-assembler.js";
 import { isTimeoutError, type UpstreamCall } from "./upstream.js";
@@ -15,6 +16,8 @@ export function relayStream(
   record: Omit<CallRecord, "sequenceId"> | null,
   timeoutMs: number,
   keepAliveMs = 0,
+  /** Re-encodes the chat stream for a client of another API; null relays the bytes as they are. */
+  dialect: DialectStream | null = null,
 ): Promise<void> {
   res.writeHead(status, {
     "content-type": "text/event-stream; charset=utf-8",
@@ -46,7 +49,9 @@ export function relayStream(
       finished = true;
       if (keepAlive) clearInterval(keepAlive);
       const clientGone = res.destroyed && !res.writableFinished;
-      if (error && !clientGone && !res.writableEnded) {
+      if (dialect && !clientGone && !res.writableEnded) {
+        res.end(error ? dialect.fail(error) : dialect.end());
+      } else if (error && !clientGone && !res.writableEnded) {
         // an SSE error event makes the SDK throw instead of accepting a silently truncated answer
         res.end(`data: ${JSON.stringify(openaiError(error, "upstream_error"))}\n\n`);
       } else if (!res.writableEnded) {
@@ -85,7 +90,12 @@ export function relayStream(
             chunk[n - 1] === 10 && (before === 10 || (before === 13 && n >= 3 && chunk[n - 3] === 10));
           lastByte = chunk[n - 1]!;
         }
-        if (!res.destroyed && !res.write(chunk)) call.pause();
+        if (dialect) {
+          // the dialect writes whole events only
+          atEventBoundary = true;
+          const events = dialect.push(chunk);
+          if (events && !res.destroyed && !res.write(events)) call.pause();
+        } else if (!res.destroyed && !res.write(chunk)) call.pause();
         assembler?.push(chunk);
       },
       onEnd: () => finish(null),

@@ -24,6 +24,17 @@ export interface UpstreamCall {
   resume(): void;
 }
 
+/** How a backend reached other than over HTTP (a relay worker's WebSocket) is called. */
+export interface UpstreamTransport {
+  call(
+    method: "GET" | "POST",
+    subpath: string,
+    body: Buffer | null,
+    timeoutMs: number,
+    accept: string,
+  ): UpstreamCall;
+}
+
 export const isTimeoutError = (e: unknown) =>
   (e as any)?.code === "UND_ERR_HEADERS_TIMEOUT" || (e as any)?.code === "UND_ERR_BODY_TIMEOUT";
 
@@ -41,6 +52,7 @@ export function callUpstream(
   timeoutMs: number,
   accept: string,
 ): UpstreamCall {
+  if (backend.transport) return backend.transport.call(method, subpath, body, timeoutMs, accept);
   const headers: Record<string, string> = { accept };
   if (body) headers["content-type"] = "application/json";
   if (backend.apiKey) headers.authorization = `Bearer ${backend.apiKey}`;
@@ -93,7 +105,7 @@ export function callUpstream(
     },
   };
 
-  backend.pool.dispatch(
+  backend.pool!.dispatch(
     {
       origin: backend.origin,
       path: `${backend.apiPath}/${subpath}`,

@@ -14,6 +14,7 @@ import { exitWithError, installLogging, logFlagOptions, packageVersion } from "@
 import { Command, InvalidArgumentError, Option } from "commander";
 import pino from "pino";
 import pretty from "pino-pretty";
+import { loadDashboard } from "./dashboard-loader.js";
 import { describeStoreUri, openStore, parseStoreUri } from "./index.js";
 import { silentServerLogger } from "./server/logging.js";
 import { startStoreServer } from "./server/server.js";
@@ -55,6 +56,10 @@ const program = new Command()
   .option("--host <host>", "interface to listen on", "127.0.0.1")
   .option("--port <port>", "port (0 picks a free one)", intInRange(0, 65535), 4747)
   .option("--token <token>", "require this bearer token (default: $AGL_STORE_TOKEN; none = open)")
+  .option(
+    "--public-url <url>",
+    "URL clients on other machines use, logged at start (default: $AGL_STORE_PUBLIC_URL)",
+  )
   .option("--body-limit-mb <mb>", "largest request body", positiveNumber, 32)
   .option("--request-timeout-ms <ms>", "per-request deadline", positiveNumber, 60_000)
   .option(
@@ -63,7 +68,12 @@ const program = new Command()
     positiveNumber,
     20,
   )
-  .option("--quiet", "no request logs (start-up and shutdown lines stay)");
+  .option("--quiet", "no request logs (start-up and shutdown lines stay)")
+  .option(
+    "--no-dashboard",
+    "do not serve the web dashboard at /dashboard (served when @agl/dashboard is installed)",
+  )
+  .option("--metrics <file>", "a trainer's metrics log (JSON lines) for the dashboard's Training page");
 
 for (const option of logFlagOptions(Option)) program.addOption(option);
 
@@ -78,21 +88,25 @@ program.action(async (opts) => {
   const logger = opts.quiet ? silentServerLogger : cliLogger;
   const store = await openStore(opts.db);
   cliLogger.info(`opened ${describeStoreUri(opts.db)}`, { db: describeStoreUri(opts.db) });
+  const token: string | null = opts.token ?? process.env.AGL_STORE_TOKEN ?? null;
+  const dashboard = opts.dashboard ? await loadDashboard({ token, metricsFile: opts.metrics ?? null }) : null;
   const server = await startStoreServer({
     store,
     host: opts.host,
     port: opts.port,
-    token: opts.token ?? process.env.AGL_STORE_TOKEN ?? null,
+    token,
+    dashboard: dashboard ?? undefined,
     bodyLimitBytes: Math.round(opts.bodyLimitMb * 1024 * 1024),
     requestTimeoutMs: opts.requestTimeoutMs,
     maxWaitSeconds: opts.maxWaitSeconds,
     logger,
     closeStore: true,
+    publicUrl: opts.publicUrl ?? (process.env.AGL_STORE_PUBLIC_URL || null),
   });
   // The listening line (the server logs it at info) is printed whatever the level: scripts read the URL.
   if (opts.quiet || (level !== "debug" && level !== "info")) {
     pino({ name: "agl-store" }, pino.destination({ fd: 2, sync: true })).info(
-      { url: server.url },
+      { url: server.url, ...(server.publicUrl !== server.url ? { public_url: server.publicUrl } : {}) },
       "store server listening",
     );
   }

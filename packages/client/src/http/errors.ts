@@ -148,7 +148,7 @@ export class RemoteInvalidArgumentError extends InvalidArgumentError {
 export function errorFromResponse(info: ServerErrorInfo, body: unknown): Error {
   const issues = Array.isArray((body as { errors?: unknown })?.errors)
     ? ((body as { errors: Array<{ path: string; message: string }> }).errors ?? undefined)
-    : undefined;
+    : (fastApiIssues((body as { detail?: unknown })?.detail) ?? undefined);
   // A 404 without the store's error_type is a missing route (e.g. an older server), not a missing entity.
   if (info.status === 404 && info.errorType === "NotFoundError") return new RemoteNotFoundError(info);
   if (info.status === 409) return new RemoteIllegalTransitionError(info);
@@ -167,6 +167,14 @@ export function describeErrorBody(
     return { detail: typeof body === "string" && body ? body : fallback, errorType: null, field: null };
   }
   const b = body as Record<string, unknown>;
+  const fastApi = fastApiIssues(b.detail);
+  if (fastApi) {
+    return {
+      detail: fastApi.map((i) => `${i.path || "body"}: ${i.message}`).join("; "),
+      errorType: null,
+      field: fastApi[0]?.path ?? null,
+    };
+  }
   const detail =
     typeof b.detail === "string" ? b.detail : b.detail !== undefined ? JSON.stringify(b.detail) : fallback;
   return {
@@ -174,4 +182,21 @@ export function describeErrorBody(
     errorType: typeof b.error_type === "string" ? b.error_type : null,
     field: typeof b.field === "string" ? b.field : null,
   };
+}
+
+/**
+ * FastAPI's validation answer (Python Agent Lightning's 422): `detail` is a list of
+ * `{loc: ["body", "rollouts", 0, "input"], msg}`; the field path leaves out the "body"/"query" root.
+ */
+export function fastApiIssues(detail: unknown): Array<{ path: string; message: string }> | null {
+  if (!Array.isArray(detail) || detail.length === 0) return null;
+  const issues: Array<{ path: string; message: string }> = [];
+  for (const item of detail) {
+    const loc = (item as { loc?: unknown })?.loc;
+    const msg = (item as { msg?: unknown })?.msg;
+    if (!Array.isArray(loc) || typeof msg !== "string") return null;
+    const path = (["body", "query", "path"].includes(String(loc[0])) ? loc.slice(1) : loc).join(".");
+    issues.push({ path, message: msg });
+  }
+  return issues;
 }

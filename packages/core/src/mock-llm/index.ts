@@ -1,3 +1,11 @@
+export {
+  evaluateArithmetic,
+  habitsFromPrompt,
+  type InstructionFollowerHabits,
+  instructionFollowingAnswer,
+  instructionFollowingResponder,
+  promptText,
+} from "./instruction-following.js";
 export { MockLLMServerOptionsSchema } from "./options.js";
 export {
   type MockLLMServer,

@@ -1,5 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import {
+  messagesToChatView,
+  responsesToChatView,
+  sendMessagesReply,
+  sendResponsesReply,
+} from "./client-apis.js";
 import { parseMockLLMServerOptions } from "./options.js";
 import { mockEncode, mockLogprob } from "./tokens.js";
 
@@ -8,6 +14,8 @@ export interface MockReply {
   content?: string | null;
   tool_calls?: Array<{ id?: string; name: string; arguments: string }>;
   finish_reason?: string;
+  /** Answer the whole request with this HTTP error instead (e.g. 429 with `retry-after-ms`). */
+  error?: { status: number; message?: string; type?: string; headers?: Record<string, string> };
 }
 
 export interface MockRequestInfo {
@@ -56,6 +64,8 @@ export async function startMockLLMServer(input: MockLLMServerOptions = {}): Prom
   let failuresLeft = options.failFirst ?? 0;
   let counter = 0;
   const models = options.models ?? ["mock-model"];
+  /** Output items of stored responses, for `item_reference` inputs. */
+  const storedItems = new Map<string, unknown>();
 
   const server: Server = createServer(async (req, res) => {
     try {
@@ -76,6 +86,16 @@ export async function startMockLLMServer(input: MockLLMServerOptions = {}): Prom
         failuresLeft--;
         return sendJson(res, 500, { error: { message: "mock upstream failure", type: "server_error" } });
       }
+      if (req.method === "POST" && (path.endsWith("/responses") || path.endsWith("/messages"))) {
+        // vLLM renders these to chat messages; `respond` sees that chat view of the request
+        const isResponses = path.endsWith("/responses");
+        const view = isResponses ? responsesToChatView(body, storedItems) : messagesToChatView(body);
+        const chatInfo: MockRequestInfo = { ...info, body: view };
+        const reply = options.respond ? await options.respond(chatInfo, 0) : defaultReply(view, true);
+        const id = `mock${++counter}`;
+        if (isResponses) return sendResponsesReply(res, id, view, reply, body, storedItems);
+        return sendMessagesReply(res, id, view, reply);
+      }
       const isChat = path.endsWith("/chat/completions");
       if (req.method !== "POST" || (!isChat && !path.endsWith("/completions"))) {
         return sendJson(res, 404, { error: { message: `no route ${req.method} ${path}` } });
@@ -85,6 +105,11 @@ export async function startMockLLMServer(input: MockLLMServerOptions = {}): Prom
       const replies: MockReply[] = [];
       for (let i = 0; i < n; i++) {
         replies.push(options.respond ? await options.respond(info, i) : defaultReply(body, isChat));
+      }
+      const failure = replies.find((r) => r.error)?.error;
+      if (failure) {
+        const { status, message = "mock error", type = "mock_error", headers } = failure;
+        return sendJson(res, status, { error: { message, type } }, headers);
       }
       const promptText = isChat ? JSON.stringify(body?.messages ?? []) : String(body?.prompt ?? "");
       const withIds = options.alwaysReturnTokenIds || body?.return_token_ids === true;
@@ -334,9 +359,13 @@ function readJson(req: IncomingMessage): Promise<any> {
   });
 }
 
-function sendJson(res: ServerResponse, status: number, payload: unknown) {
+function sendJson(res: ServerResponse, status: number, payload: unknown, headers?: Record<string, string>) {
   const text = JSON.stringify(payload);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.writeHead(status, {
+    ...headers,
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+  });
   res.end(text);
 }
 

@@ -4,8 +4,10 @@ import type { RolloutContext } from "../agent/types.js";
 import { emitReward } from "../emitters/reward.js";
 import { InvalidArgumentError } from "../errors.js";
 import { silentLogger } from "../logger.js";
+import { Runner } from "../runner/runner.js";
 import { InMemoryLightningStore } from "../store/memory-store.js";
 import { llm } from "../types/resources.js";
+import type { AttemptedRollout } from "../types/rollout.js";
 import type { Span } from "../types/span.js";
 import type { Algorithm, AlgorithmContext } from "./algorithm.js";
 import { Baseline, type BaselineSummary } from "./baseline.js";
@@ -146,6 +148,40 @@ describe("Trainer", () => {
     expect((await trainer.store.getLatestAttempt(first))!.status).toBe("failed");
   });
 
+  it("nRunners 0: the algorithm runs alone and its rollouts are done by a runner outside the trainer", async () => {
+    const store = new InMemoryLightningStore();
+    const trainer = new Trainer({
+      store,
+      nRunners: 0,
+      algorithm: new Baseline({ maxQueueLength: 2, pollIntervalMs: 10 }),
+      initialResources: { main: llm({ endpoint: "http://m/v1", model: "m1" }) },
+      logger: silentLogger,
+    });
+    const agent = async (task: number) => task * 2;
+    // Stands for an agl-worker on another machine: same store, its own runner, not the trainer's.
+    const remote = new Runner({
+      store,
+      agent,
+      workerId: "remote-1",
+      pollIntervalMs: 5,
+      logger: silentLogger,
+    });
+    const stopRemote = new AbortController();
+    const remoteRun = remote.run({ signal: stopRemote.signal });
+    // The trainer never runs the agent, so it need not load it.
+    const { result, runners } = await trainer.fit<number, BaselineSummary>(null, [1, 2, 3]);
+    stopRemote.abort();
+    expect(runners).toEqual([]);
+    expect(result.rollouts.map((r) => [r.status, r.reward])).toEqual([
+      ["succeeded", 2],
+      ["succeeded", 4],
+      ["succeeded", 6],
+    ]);
+    expect((await remoteRun).succeeded).toBe(3);
+    const claimedBy = await store.queryRollouts();
+    for (const r of claimedBy.items) expect((r as AttemptedRollout).attempt.worker_id).toBe("remote-1");
+  });
+
   it("bad options fail naming the field", () => {
     const field = (f: () => unknown) => {
       try {
@@ -156,7 +192,7 @@ describe("Trainer", () => {
       }
       return "no error";
     };
-    expect(field(() => new Trainer({ nRunners: 0 }))).toBe("trainer.nRunners");
+    expect(field(() => new Trainer({ nRunners: -1 }))).toBe("trainer.nRunners");
     expect(field(() => new Trainer({ nRunner: 2 } as any))).toBe("trainer.nRunner");
     expect(field(() => new Trainer({ algorithm: {} as any }))).toBe("trainer.algorithm");
     expect(field(() => new Trainer({ adapter: { adapt: 1 } as any }))).toBe("trainer.adapter");
@@ -175,5 +211,6 @@ describe("Trainer", () => {
     await expect(trainer.dev(async () => 1, "nope" as any)).rejects.toThrow(/trainDataset/);
     await expect(trainer.fit(async () => 1, [1], { valDataset: 3 as any })).rejects.toThrow(/valDataset/);
     await expect(trainer.fit(42 as any, [1])).rejects.toThrow(/agent/);
+    await expect(trainer.fit(null, [1])).rejects.toThrow(/agent/);
   });
 });

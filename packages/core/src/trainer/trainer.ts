@@ -20,8 +20,11 @@ export const TrainerOptionsSchema = z.object({
   algorithm: z.custom<Algorithm>(isAlgorithm, "must have a run(context) method").optional(),
   /** Default: a new InMemoryLightningStore. */
   store: z.custom<LightningStore>(isLightningStore, "must be a LightningStore").optional(),
-  /** In-process runner loops sharing the store. */
-  nRunners: z.number().int().min(1).default(1),
+  /**
+   * In-process runner loops sharing the store. 0: none; rollouts then come only from runners elsewhere
+   * (`agl-worker` processes on other machines claiming from the same store server).
+   */
+  nRunners: z.number().int().min(0).default(1),
   /** Rollouts each runner runs at the same time. */
   runnerConcurrency: z.number().int().min(1).default(1),
   adapter: z.custom<Adapter<any, any>>(isAdapter, "must have an adapt(input) method").optional(),
@@ -94,9 +97,12 @@ export class Trainer<A extends Algorithm<any, any> | undefined = Algorithm<any, 
     this.tracer = this.opts.tracer ?? new LightningTracer({ logger: this.logger });
   }
 
-  /** Train: run the algorithm while `nRunners` runners execute its rollouts. */
+  /**
+   * Train: run the algorithm while `nRunners` runners (and any remote workers) execute its rollouts.
+   * With `nRunners: 0` the agent may be null: it runs only in the workers.
+   */
   async fit<T, R = FitResultOf<A>>(
-    agent: AgentLike<T>,
+    agent: AgentLike<T> | null,
     trainDataset: readonly T[],
     options: { valDataset?: readonly T[]; signal?: AbortSignal } = {},
   ): Promise<FitResult<R>> {
@@ -138,12 +144,12 @@ export class Trainer<A extends Algorithm<any, any> | undefined = Algorithm<any, 
 
   private async execute<T, R>(
     algorithm: Algorithm<T, R>,
-    agent: AgentLike<T>,
+    agent: AgentLike<T> | null,
     trainDataset: readonly T[],
     options: { valDataset?: readonly T[]; signal?: AbortSignal },
     defaultTimeoutSeconds: number | null = null,
   ): Promise<FitResult<R>> {
-    toLitAgent(agent);
+    if (agent !== null || this.opts.nRunners > 0) toLitAgent(agent as AgentLike<T>);
     if (!Array.isArray(trainDataset))
       throw new InvalidArgumentError("trainDataset", "must be an array of tasks");
     if (options.valDataset !== undefined && !Array.isArray(options.valDataset)) {
@@ -159,7 +165,7 @@ export class Trainer<A extends Algorithm<any, any> | undefined = Algorithm<any, 
       (_, i) =>
         new Runner({
           store: this.store,
-          agent,
+          agent: agent as AgentLike<T>,
           workerId: `Worker-${i}`,
           concurrency: this.opts.runnerConcurrency,
           pollIntervalMs: this.opts.pollIntervalMs,
@@ -172,6 +178,11 @@ export class Trainer<A extends Algorithm<any, any> | undefined = Algorithm<any, 
           logger: this.logger,
         }),
     );
+    if (runners.length === 0) {
+      this.logger.info(
+        `trainer: no in-process runners; ${algorithm.name ?? "the algorithm"} waits for remote workers to claim its rollouts`,
+      );
+    }
     const runs = runners.map((r) => r.run({ signal: runnersController.signal }));
     try {
       const result = await algorithm.run({

@@ -32,7 +32,16 @@ export interface StoreAppOptions {
   legacyTaskTimeoutSeconds?: number;
   /** Aborted on shutdown so long waits return early (startStoreServer wires this). */
   shutdownSignal?: AbortSignal;
+  /**
+   * A web page mounted at /dashboard (e.g. `createDashboardApp()` of @agl/dashboard), served without the
+   * bearer check: the page holds no data and asks for the token before calling the API. The sub-app
+   * guards anything private it serves itself. `/` redirects to it.
+   */
+  dashboard?: Hono;
 }
+
+/** Where `StoreAppOptions.dashboard` is mounted. */
+export const DASHBOARD_PATH = "/dashboard";
 
 /** Marks every answer of this server; @agl/client skips re-parsing hot-route answers that carry it. */
 export const AGL_SERVER_HEADER = "x-agl-server";
@@ -80,8 +89,12 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
       },
       invalidToken: { message: { detail: "Invalid bearer token", error_type: "Unauthorized" } },
     });
+    const dashboardPublic = (path: string) =>
+      options.dashboard !== undefined &&
+      (path === "/" || path === DASHBOARD_PATH || path.startsWith(`${DASHBOARD_PATH}/`));
     app.use("*", async (c, next) => {
       if (c.req.method === "GET" && c.req.path === "/v1/agl/health") return next();
+      if (c.req.method === "GET" && dashboardPublic(c.req.path)) return next();
       return auth(c, next);
     });
   }
@@ -109,6 +122,11 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
   app.route("/v1/agl", api);
   registerOtlpRoutes(app, store, { maxDecompressedBytes: bodyLimitBytes * 8, logger });
   registerLegacyRoutes(app, store, { taskTimeoutSeconds: options.legacyTaskTimeoutSeconds ?? 300 });
+  if (options.dashboard) {
+    app.get(DASHBOARD_PATH, (c) => c.redirect(`${DASHBOARD_PATH}/`));
+    app.route(DASHBOARD_PATH, options.dashboard);
+    app.get("/", (c) => c.redirect(`${DASHBOARD_PATH}/`));
+  }
   // Built at request time from app.routes, so routes registered after this line are listed too.
   app.get("/v1/agl/openapi.json", (c) => c.json(openApiDocument(app, packageVersion(import.meta.url))));
 

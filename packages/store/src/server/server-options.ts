@@ -18,6 +18,8 @@ const KNOWN = {
   maxWaitSeconds: true,
   logger: true,
   legacyTaskTimeoutSeconds: true,
+  publicUrl: true,
+  dashboard: true,
 } satisfies Record<keyof StoreServerOptions, true>;
 
 const Shape = z.object(

@@ -1,6 +1,6 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { LightningStore } from "@agl/core";
+import { InvalidArgumentError, type LightningStore } from "@agl/core";
 import { serve } from "@hono/node-server";
 import { createStoreApp, type StoreAppOptions } from "./app.js";
 import { jsonLinesLogger } from "./logging.js";
@@ -16,11 +16,18 @@ export interface StoreServerOptions extends Omit<StoreAppOptions, "shutdownSigna
   closeTimeoutMs?: number;
   /** Close the store too when the server closes. Default false (the caller owns the store). */
   closeStore?: boolean;
+  /**
+   * The URL workers and trainers on other machines use (e.g. "http://store-1:4747"), logged with the
+   * listening line and returned as `publicUrl`. Default: `url`.
+   */
+  publicUrl?: string | null;
 }
 
 export interface StoreServer {
-  /** e.g. http://127.0.0.1:4747 (no trailing slash, no /v1/agl). */
+  /** The bound address, e.g. http://127.0.0.1:4747 (no trailing slash, no /v1/agl). */
   readonly url: string;
+  /** What to give clients elsewhere: the `publicUrl` option, else `url`. */
+  readonly publicUrl: string;
   readonly port: number;
   /** Stop accepting connections, let in-flight requests finish (long waits answer early), then release. */
   close(): Promise<void>;
@@ -35,8 +42,15 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     port = 4747,
     closeTimeoutMs = 10_000,
     closeStore = false,
+    publicUrl: publicOption = null,
     ...appOptions
   } = options;
+  if (publicOption !== null && !/^https?:\/\/[^/\s]+\/?$/.test(publicOption)) {
+    throw new InvalidArgumentError(
+      "publicUrl",
+      "must be an http(s) URL of the server root, e.g. http://store-1:4747",
+    );
+  }
   const logger = appOptions.logger ?? jsonLinesLogger();
   const shutdown = new AbortController();
   const app = createStoreApp(store, { ...appOptions, logger, shutdownSignal: shutdown.signal });
@@ -50,7 +64,8 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   const address = server.address() as AddressInfo;
   const urlHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
   const url = `http://${urlHost}:${address.port}`;
-  logger.info("store server listening", { url });
+  const publicUrl = publicOption?.replace(/\/+$/, "") ?? url;
+  logger.info("store server listening", publicOption === null ? { url } : { url, public_url: publicUrl });
   if (!appOptions.token && !isLoopback(address.address)) {
     logger.warn(
       `store server on ${url} has no token: anyone who can reach it can read and change the store, resources (and any api_key in them) included; pass --token / AGL_STORE_TOKEN`,
@@ -76,7 +91,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     })();
     return closing;
   };
-  return { url, port: address.port, close };
+  return { url, publicUrl, port: address.port, close };
 }
 
 function isLoopback(address: string): boolean {

@@ -1,5 +1,5 @@
 import * as tf from "@tensorflow/tfjs";
-import type { LayerKV } from "../model/policy-model.js";
+import type { LayerKV } from "../model/causal-lm.js";
 
 /**
  * The KV cache of a dynamic batch: one `[S, H, L, dh]` key and value tensor per layer, right-aligned.

@@ -1,6 +1,6 @@
 import { randomInt } from "node:crypto";
 import * as tf from "@tensorflow/tfjs";
-import type { PolicyModel } from "../model/policy-model.js";
+import type { CausalLM } from "../model/causal-lm.js";
 import type { Tokenizer } from "../tokenizer/tokenizer.js";
 import { BatchCache } from "./batch-cache.js";
 import { createRng, type SampledToken, sampleToken, topLogprobs } from "./sampling.js";
@@ -87,7 +87,7 @@ interface Seq {
 }
 
 export class Generator {
-  private model: PolicyModel;
+  private model: CausalLM;
   readonly tokenizer: Tokenizer;
   readonly maxBatchSize: number;
   private queue: Seq[] = [];
@@ -100,7 +100,7 @@ export class Generator {
   private _steps = 0;
   private nextGroup = 1;
 
-  constructor(model: PolicyModel, tokenizer: Tokenizer, options: GeneratorOptions = {}) {
+  constructor(model: CausalLM, tokenizer: Tokenizer, options: GeneratorOptions = {}) {
     this.model = model;
     this.tokenizer = tokenizer;
     this.maxBatchSize = options.maxBatchSize ?? 64;
@@ -120,7 +120,7 @@ export class Generator {
   get steps(): number {
     return this._steps;
   }
-  get policy(): PolicyModel {
+  get policy(): CausalLM {
     return this.model;
   }
   get isPaused(): boolean {
@@ -207,7 +207,7 @@ export class Generator {
    * (e.g. `policy.setWeightsFrom(trained)` or an optimizer step on the served model), bump the version,
    * resume. Every result is produced by exactly one version.
    */
-  async swapWeights(apply?: PolicyModel | ((model: PolicyModel) => void | Promise<void>)): Promise<number> {
+  async swapWeights(apply?: CausalLM | ((model: CausalLM) => void | Promise<void>)): Promise<number> {
     await this.pause();
     try {
       if (typeof apply === "function") await apply(this.model);

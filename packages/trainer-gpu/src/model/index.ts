@@ -1,3 +1,4 @@
+export type { CausalLM, CausalLMConfig } from "./causal-lm.js";
 export * from "./checkpoint.js";
 export * from "./config.js";
 export { gelu, layerNorm, mm, oneHotF } from "./ops.js";

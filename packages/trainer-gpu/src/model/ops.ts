@@ -102,6 +102,21 @@ const affineFunc = (...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
 /** `x * gain + bias` (per-feature), with the gain/bias gradients as ones-row matmuls. */
 const affine = tf.customGrad(affineFunc) as (x: tf.Tensor, gain: tf.Tensor, bias: tf.Tensor) => tf.Tensor;
 
+const scaleColumnsFunc = (...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
+  const [x, g, save] = args as [tf.Tensor, tf.Tensor, tf.GradSaveFunc];
+  save([x, g]);
+  return {
+    value: tf.mul(x, g),
+    gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+      const [sx, sg] = saved as [tf.Tensor, tf.Tensor];
+      return [tf.mul(dy, sg), columnSums(tf.mul(dy, sx))];
+    },
+  };
+};
+
+/** `x * gain` (per-feature gain over the last axis), the gain gradient as a ones-row matmul. */
+export const scaleColumns = tf.customGrad(scaleColumnsFunc) as (x: tf.Tensor, gain: tf.Tensor) => tf.Tensor;
+
 /** Layer norm over the last axis with gain and bias. */
 export function layerNorm(x: tf.Tensor, gain: tf.Tensor, bias: tf.Tensor, eps = 1e-5): tf.Tensor {
   const mean = tf.mean(x, -1, true);
@@ -113,6 +128,21 @@ export function layerNorm(x: tf.Tensor, gain: tf.Tensor, bias: tf.Tensor, eps = 
 /** GELU, sigmoid approximation `x * sigmoid(1.702 x)`: two cheap ops (XNNPACK sigmoid) instead of tanh's six. */
 export function gelu(x: tf.Tensor): tf.Tensor {
   return tf.mul(x, tf.sigmoid(tf.mul(x, 1.702)));
+}
+
+/** Above this many one-hot entries (e.g. a 150k vocabulary), the embedding gradient is a JS scatter-add. */
+const ONE_HOT_LIMIT = 1 << 24;
+
+/** `out[ids[n]] += dy[n]` for `out [V, d]`: the embedding gradient without a `[V, N]` one-hot. */
+function scatterRows(dy: tf.Tensor2D, ids: Int32Array, V: number): tf.Tensor2D {
+  const d = dy.shape[1];
+  const src = dy.dataSync() as Float32Array;
+  const out = new Float32Array(V * d);
+  for (let n = 0; n < ids.length; n++) {
+    const row = (ids[n] as number) * d;
+    for (let j = 0; j < d; j++) out[row + j] = (out[row + j] as number) + (src[n * d + j] as number);
+  }
+  return tf.tensor2d(out, [V, d]);
 }
 
 /**
@@ -130,6 +160,7 @@ export function embedRows(table: tf.Tensor2D, ids: Int32Array): tf.Tensor2D {
     return {
       value,
       gradFunc: (dy: tf.Tensor) => {
+        if (V * ids.length > ONE_HOT_LIMIT) return [scatterRows(dy as tf.Tensor2D, ids, V)];
         const oneHotT = new Float32Array(V * ids.length);
         for (let n = 0; n < ids.length; n++) oneHotT[(ids[n] as number) * ids.length + n] = 1;
         return [tf.matMul(tf.tensor2d(oneHotT, [V, ids.length]), dy as tf.Tensor2D)];

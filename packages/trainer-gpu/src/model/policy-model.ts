@@ -1,6 +1,8 @@
 import * as tf from "@tensorflow/tfjs";
+import { batchInputs, checkLength, NEG_INF, targetLogProbs, toRows } from "./batch-inputs.js";
+import type { CausalLM, IdsInput, LayerKV, MaskInput } from "./causal-lm.js";
 import { type ModelConfig, type ModelConfigInput, parseModelConfig } from "./config.js";
-import { addBias, embedRows, gelu, layerNorm, mm, mmNT, pickColumns } from "./ops.js";
+import { addBias, embedRows, gelu, layerNorm, mm, mmNT } from "./ops.js";
 
 /**
  * A decoder-only, pre-LN transformer with causal attention, written with tfjs ops so it trains on any
@@ -9,25 +11,11 @@ import { addBias, embedRows, gelu, layerNorm, mm, mmNT, pickColumns } from "./op
  * and q/k/v are separate weights (rank-5 split is very slow).
  */
 
-export type IdsInput = tf.Tensor2D | readonly (readonly number[])[];
-export type MaskInput = tf.Tensor2D | readonly (readonly number[])[];
-
-/** Cached attention state of one layer: keys and values `[B,H,L,dh]`. */
-export interface LayerKV {
-  k: tf.Tensor4D;
-  v: tf.Tensor4D;
-}
+export type { IdsInput, LayerKV, MaskInput } from "./causal-lm.js";
 
 let nextInstance = 0;
 
-const NEG_INF = -1e9;
-
-function toRows(x: IdsInput | MaskInput): number[][] {
-  if (x instanceof tf.Tensor) return x.arraySync() as number[][];
-  return x.map((r) => Array.from(r));
-}
-
-export class PolicyModel {
+export class PolicyModel implements CausalLM {
   readonly config: ModelConfig;
   /** Unique prefix of this instance's tfjs variable names (tfjs variable names are global). */
   readonly scope: string;
@@ -136,8 +124,14 @@ export class PolicyModel {
     return copy;
   }
 
+  /** The frozen KL reference: a non-trainable copy. */
+  frozenReference(): PolicyModel {
+    return this.clone({ trainable: false });
+  }
+
   /** Copy every weight value from another model of the same shape. */
-  setWeightsFrom(other: PolicyModel): void {
+  setWeightsFrom(other: CausalLM): void {
+    if (!(other instanceof PolicyModel)) throw new Error("setWeightsFrom needs another PolicyModel");
     for (const [name, v] of this.vars) v.assign(other.variable(name));
   }
 
@@ -162,12 +156,6 @@ export class PolicyModel {
       this.fullCausalMask = tf.keep(tf.tensor4d(data, [1, 1, C, C]));
     }
     return T === C ? this.fullCausalMask : tf.slice(this.fullCausalMask, [0, 0, 0, 0], [1, 1, T, T]);
-  }
-
-  private checkLength(T: number): void {
-    if (T > this.config.contextLength) {
-      throw new Error(`Sequence length ${T} exceeds the model's context length ${this.config.contextLength}`);
-    }
   }
 
   /** Token + position embeddings of flat ids `[N]` at flat positions `[N]` (or 0..T-1 per row). */
@@ -229,33 +217,13 @@ export class PolicyModel {
     inputIds: IdsInput,
     attentionMask?: MaskInput,
   ): { h: tf.Tensor2D; B: number; T: number } {
-    const rows = toRows(inputIds);
-    const B = rows.length;
-    const T = rows[0]?.length ?? 0;
-    if (B === 0 || T === 0) throw new Error("forward needs a non-empty [B,T] batch");
-    this.checkLength(T);
-    const flat = new Int32Array(B * T);
-    rows.forEach((r, b) => {
-      if (r.length !== T) throw new Error("all rows of inputIds must have the same length");
-      flat.set(r, b * T);
-    });
+    const { B, T, flat, positions, keyBias } = batchInputs(
+      inputIds,
+      attentionMask,
+      this.config.contextLength,
+    );
     let bias: tf.Tensor = this.causalMask(T);
-    let positions: Int32Array | undefined;
-    if (attentionMask) {
-      const mask = toRows(attentionMask);
-      positions = new Int32Array(B * T);
-      const keyBias = new Float32Array(B * T);
-      mask.forEach((r, b) => {
-        let seen = 0;
-        for (let t = 0; t < T; t++) {
-          const m = r[t] ?? 0;
-          if (m) seen++;
-          positions![b * T + t] = Math.max(0, seen - 1);
-          keyBias[b * T + t] = m ? 0 : NEG_INF;
-        }
-      });
-      bias = tf.add(bias, tf.tensor4d(keyBias, [B, 1, 1, T]));
-    }
+    if (keyBias) bias = tf.add(bias, tf.tensor4d(keyBias, [B, 1, 1, T]));
     const x = this.embed(flat, B, T, positions);
     return { h: this.blocks(x, B, T, bias).h, B, T };
   }
@@ -307,24 +275,8 @@ export class PolicyModel {
     withEntropy: boolean,
   ): { logProbs: tf.Tensor2D; entropy?: tf.Tensor2D } {
     const rows = toRows(inputIds);
-    const B = rows.length;
-    const T = rows[0]?.length ?? 0;
-    if (T < 2) throw new Error("tokenLogProbs needs sequences of at least 2 tokens");
-    const V = this.config.vocabSize;
-    let logits: tf.Tensor = tf.slice(this.logits(rows, attentionMask), [0, 0, 0], [B, T - 1, V]);
-    if (temperature !== 1) logits = tf.div(logits, temperature);
-    const lp = tf.logSoftmax(logits);
-    const targets = new Int32Array(B * (T - 1));
-    rows.forEach((r, b) => {
-      targets.set(r.slice(1), b * (T - 1));
-    });
-    const logProbs = tf.reshape(pickColumns(tf.reshape(lp, [B * (T - 1), V]), targets), [
-      B,
-      T - 1,
-    ]) as tf.Tensor2D;
-    if (!withEntropy) return { logProbs };
-    const entropy = tf.neg(tf.sum(tf.mul(tf.exp(lp), lp), -1)) as tf.Tensor2D;
-    return { logProbs, entropy };
+    if ((rows[0]?.length ?? 0) < 2) throw new Error("tokenLogProbs needs sequences of at least 2 tokens");
+    return targetLogProbs(this.logits(rows, attentionMask), rows, temperature, withEntropy);
   }
 
   /**
@@ -344,7 +296,7 @@ export class PolicyModel {
     const T = prompts[0]?.length ?? 0;
     if (n === 0 || T === 0) throw new Error("prefill needs at least one non-empty prompt");
     if (prompts.some((p) => p.length !== T)) throw new Error("prefillMany needs prompts of equal length");
-    this.checkLength(T);
+    checkLength(T, this.config.contextLength);
     const flat = new Int32Array(n * T);
     prompts.forEach((p, i) => {
       flat.set(p, i * T);
@@ -376,7 +328,8 @@ export class PolicyModel {
     keyBias: tf.Tensor4D,
   ): { logits: Float32Array; cache: LayerKV[] } {
     const S = tokens.length;
-    for (const p of positions) if (p >= this.config.contextLength) this.checkLength(p + 1);
+    for (const p of positions)
+      if (p >= this.config.contextLength) checkLength(p + 1, this.config.contextLength);
     const result = tf.tidy(() => {
       const x = this.embed(Int32Array.from(tokens), S, 1, Int32Array.from(positions));
       const { h, kv } = this.blocks(x, S, 1, keyBias, cache);

@@ -7,12 +7,14 @@ import {
   type AlgorithmContext,
   generateTokenSecret,
   type NamedResources,
+  parseOrThrow,
   type RunnerCredentials,
   type Span,
   type Triplet,
 } from "@agl/core";
 import { LLMProxy } from "@agl/proxy";
-import type { PolicyModel } from "../model/policy-model.js";
+import { z } from "zod";
+import type { CausalLM } from "../model/causal-lm.js";
 import { PolicyServer } from "../server/policy-server.js";
 import type { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { Tokenizer } from "../tokenizer/tokenizer.js";
@@ -28,7 +30,7 @@ import { ValueHead } from "./value-head.js";
 
 /** The policy being trained: model, tokenizer and chat template (what `loadCheckpoint` returns). */
 export interface PolicyBundle {
-  model: PolicyModel;
+  model: CausalLM;
   tokenizer: Tokenizer;
   template: ChatTemplate;
 }
@@ -37,6 +39,13 @@ export interface PolicyBundle {
 export interface ServingHandle {
   /** Base URL of the OpenAI API (ending in `/v1`). */
   url: string;
+  /** Bearer token the proxy sends to the server. */
+  apiKey?: string;
+  /**
+   * The model name to ask the server for, when it is not the agents' model name (an external engine
+   * serving each policy version under its own LoRA adapter name). Read again after every swap.
+   */
+  servedModel?: () => string;
   /** Drain running generations, run `apply` (which changes the model's weights in place), bump and
    * return the served model version, resume. */
   swapWeights(apply: () => void | Promise<void>): Promise<string | number>;
@@ -61,10 +70,42 @@ export const servePolicy: ServeFn = async (policy, { modelName }) => {
   };
 };
 
+/** Where the trainer's LLM proxy listens and what it tells agents (who may be on other machines). */
+export interface PPOProxyOptions {
+  /** Interface to bind (default "127.0.0.1"; "0.0.0.0" for workers on other machines). */
+  host?: string;
+  /** Port (default 0: a free one; fix it when `publicUrl` names it). */
+  port?: number;
+  /** Base URL workers reach the proxy at, published in the ProxyLLM (e.g. "http://trainer-1:8100"). */
+  publicUrl?: string;
+  /**
+   * Secret of the per-attempt tokens (>= 16 chars). Default $AGL_PROXY_TOKEN_SECRET, else random per
+   * run (then only in-process runners can mint tokens). Remote workers need the same secret
+   * (`agl-worker --proxy-token-secret` or $AGL_PROXY_TOKEN_SECRET); it is never put in the store.
+   */
+  tokenSecret?: string;
+}
+
+const PPOProxyOptionsSchema = z.strictObject({
+  host: z.string().min(1).optional(),
+  port: z.number().int().min(0).max(65535).optional(),
+  publicUrl: z
+    .string()
+    .url()
+    .refine((u) => /^https?:\/\//.test(u), "must be an http(s) URL")
+    .optional(),
+  tokenSecret: z.string().min(16).optional(),
+});
+
 export interface PPOOptions {
   config?: PPOConfigInput;
+  /** The LLM proxy's bind address, public URL and token secret (see PPOProxyOptions). */
+  proxy?: PPOProxyOptions;
   policy: PolicyBundle;
-  /** Starts the policy server (default `servePolicy`); the trainer puts an `LLMProxy` in front of it. */
+  /**
+   * Starts the policy server (default `servePolicy`, in process); the trainer puts an `LLMProxy` in front
+   * of it. `externalEngine({ url, weightSync })` uses a vLLM/SGLang server instead.
+   */
   serve?: ServeFn;
   /** Model name agents see (default "policy"). */
   modelName?: string;
@@ -114,12 +155,15 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
   /**
    * Secret of the per-attempt tokens the proxy requires on its LLM routes. Fixed here, not in `run`,
    * because the Trainer hands it to its runners before `run` starts the proxy. Remote `agl-worker`s get
-   * it by sharing $AGL_PROXY_TOKEN_SECRET with this process.
+   * it by sharing $AGL_PROXY_TOKEN_SECRET (or `proxy.tokenSecret`) with this process.
    */
-  private readonly proxyTokenSecret = process.env.AGL_PROXY_TOKEN_SECRET || generateTokenSecret();
+  private readonly proxyTokenSecret: string;
 
   constructor(private readonly options: PPOOptions) {
     this.config = parsePPOConfig(options.config ?? {});
+    parseOrThrow(PPOProxyOptionsSchema, options.proxy ?? {}, "proxy");
+    this.proxyTokenSecret =
+      options.proxy?.tokenSecret || process.env.AGL_PROXY_TOKEN_SECRET || generateTokenSecret();
   }
 
   runnerCredentials(): RunnerCredentials {
@@ -145,7 +189,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
     const padId = this.options.policy.tokenizer.padId;
 
     const needRef = c.actor_rollout_ref.actor.use_kl_loss || c.algorithm.use_kl_in_reward;
-    const reference = needRef ? model.clone({ trainable: false }) : null;
+    const reference = needRef ? model.frozenReference() : null;
     const optim = c.actor_rollout_ref.actor.optim;
     const optimizer = new AdamW(model.trainableVariables, {
       betas: optim.betas,
@@ -202,7 +246,16 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
     // to the agent as its ProxyLLM's api_key, so no agent can write into another rollout's trace.
     const proxy = new LLMProxy({
       store,
-      backends: [{ url: server.url }],
+      backends: [
+        {
+          url: server.url,
+          ...(server.servedModel ? { model: server.servedModel() } : {}),
+          ...(server.apiKey ? { apiKey: server.apiKey } : {}),
+        },
+      ],
+      host: this.options.proxy?.host,
+      port: this.options.proxy?.port,
+      publicUrl: this.options.proxy?.publicUrl ?? null,
       model: modelName,
       adminToken: randomBytes(24).toString("hex"),
       llmAuth: "token",
@@ -211,6 +264,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       logger: { warn: (m) => logger.info(`proxy: ${m}`), error: (m) => logger.error(`proxy: ${m}`) },
     });
     await proxy.start();
+    logger.info(`PPO: LLM proxy on ${proxy.url}, published to agents as ${proxy.publicUrl}/v1`);
     const resourceName = this.options.resourceName ?? "main_llm";
     const extra: NamedResources = Object.fromEntries(
       Object.entries(context.initialResources ?? {}).filter(([, r]) => r.resource_type === "prompt_template"),
@@ -320,6 +374,9 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
             totalSteps,
           );
         });
+        // An external engine may serve the new version under a new name (one LoRA adapter per version):
+        // every call from here on asks for it.
+        if (server.servedModel) proxy.setBackendModel(server.servedModel());
         await proxy.resume({ modelVersion: version });
         step = next;
         const seconds = (performance.now() - t0) / 1000;

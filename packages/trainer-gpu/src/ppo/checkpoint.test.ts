@@ -12,6 +12,7 @@ import { AdamW } from "./optim.js";
 import { SeededRandom } from "./rng.js";
 import { resumeFromCheckpoint } from "./run-support.js";
 import { ppoUpdate } from "./step.js";
+import { oneTripletRollout } from "./test-support/rollouts.js";
 import { useCpuBackend } from "./test-support/tf-cpu.js";
 import { ValueHead } from "./value-head.js";
 
@@ -36,17 +37,8 @@ const config = parsePPOConfig({
 });
 
 function rollouts(step: number): CollectedRollout[] {
-  const r = (id: string, uid: string, reward: number, response: number[]): CollectedRollout => ({
-    rolloutId: `${step}-${id}`,
-    uid,
-    sampleIndex: 0,
-    repeat: 0,
-    status: "succeeded",
-    reward,
-    triplets: [
-      { prompt: { token_ids: [1, 12, 13] }, response: { token_ids: response }, reward, metadata: {} },
-    ],
-  });
+  const r = (id: string, uid: string, reward: number, response: number[]) =>
+    oneTripletRollout(step, id, uid, reward, response);
   return [r("a", "u1", 1, [14, 15, 2]), r("b", "u1", 0, [16, 2]), r("c", "u2", 0.5, [15, 15, 15, 2])];
 }
 

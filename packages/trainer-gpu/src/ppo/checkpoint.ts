@@ -2,8 +2,9 @@ import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { loadCheckpoint, saveCheckpoint } from "../model/checkpoint.js";
-import type { PolicyModel } from "../model/policy-model.js";
+import type { CausalLM } from "../model/causal-lm.js";
+import { BaseModelView } from "../pretrained/base-view.js";
+import { restorePolicyFiles, savePolicyFiles } from "../pretrained/policy-files.js";
 import type { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { Tokenizer } from "../tokenizer/tokenizer.js";
 import type { MetricsRecord } from "./metrics-log.js";
@@ -12,8 +13,8 @@ import type { ValueHeadState } from "./value-head.js";
 
 /**
  * PPO checkpoints, laid out as VERL does: `<dir>/global_step_<k>/` and
- * `<dir>/latest_checkpointed_iteration.txt`. Each holds the actor (the policy checkpoint format, so
- * it can be served or fine-tuned directly), the optimizer moments, the frozen reference policy when
+ * `<dir>/latest_checkpointed_iteration.txt`. Each holds the actor in a servable form (the policy
+ * checkpoint format; for a loaded Hugging Face model its exported folder, or the PEFT adapter for LoRA), the optimizer moments, the frozen reference policy when
  * KL is used, the GAE critic (value head weights and its own Adam state) when there is one, and the
  * trainer state (step, metrics so far). Everything a resumed run needs to
  * continue exactly where an uninterrupted run would be.
@@ -29,11 +30,11 @@ export interface TrainerState {
 }
 
 export interface PPOCheckpointParts {
-  model: PolicyModel;
+  model: CausalLM;
   tokenizer: Tokenizer;
   template: ChatTemplate;
   optimizer: AdamState;
-  reference: PolicyModel | null;
+  reference: CausalLM | null;
   /** The GAE value head, null for critic-free estimators. */
   critic: ValueHeadState | null;
   state: TrainerState;
@@ -107,13 +108,13 @@ export async function savePPOCheckpoint(root: string, parts: PPOCheckpointParts)
   const dir = stepDir(root, parts.state.step);
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true });
-  await saveCheckpoint(join(dir, "actor"), parts.model, {
+  await savePolicyFiles(join(dir, "actor"), parts.model, {
     tokenizer: parts.tokenizer,
     template: parts.template,
     metadata: { step: parts.state.step },
   });
   if (parts.reference) {
-    await saveCheckpoint(join(dir, "ref"), parts.reference, {
+    await savePolicyFiles(join(dir, "ref"), parts.reference, {
       tokenizer: parts.tokenizer,
       template: parts.template,
     });
@@ -142,7 +143,7 @@ export interface LoadedPPOCheckpoint {
   /** The saved value head, null when the run had no critic. */
   critic: ValueHeadState | null;
   /** Copy the saved actor (and reference) weights into the given models. */
-  restoreInto(model: PolicyModel, reference: PolicyModel | null): Promise<void>;
+  restoreInto(model: CausalLM, reference: CausalLM | null): Promise<void>;
 }
 
 /** The latest complete checkpoint under `root`, or null when there is none. */
@@ -172,16 +173,13 @@ export async function loadLatestPPOCheckpoint(root: string): Promise<LoadedPPOCh
     optimizer: { step: meta.step, m: arrays.slice(0, n), v: arrays.slice(n) },
     critic,
     async restoreInto(model, reference) {
-      const actor = await loadCheckpoint(join(dir, "actor"));
-      model.setWeightsFrom(actor.model);
-      actor.model.dispose();
+      await restorePolicyFiles(join(dir, "actor"), model);
       if (reference) {
         const refDir = join(dir, "ref");
-        if (!existsSync(refDir))
+        const needsFiles = !(reference instanceof BaseModelView);
+        if (needsFiles && !existsSync(refDir))
           throw new Error(`checkpoint ${dir} has no reference policy but KL is enabled`);
-        const ref = await loadCheckpoint(refDir);
-        reference.setWeightsFrom(ref.model);
-        ref.model.dispose();
+        if (needsFiles) await restorePolicyFiles(refDir, reference);
       }
     },
   };

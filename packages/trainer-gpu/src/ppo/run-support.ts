@@ -1,6 +1,6 @@
 import type { Logger } from "@agl/core";
 import { DrainTimeoutError, type PauseOptions, type PauseState } from "@agl/proxy";
-import type { PolicyModel } from "../model/policy-model.js";
+import type { CausalLM } from "../model/causal-lm.js";
 import { loadLatestPPOCheckpoint } from "./checkpoint.js";
 import { configDifferences, ignoredConfigKeys, type PPOConfig } from "./config.js";
 import type { MetricsRecord } from "./metrics-log.js";
@@ -24,8 +24,8 @@ export function warnIgnoredKeys(input: unknown, logger: WarnLogger): string[] {
 }
 
 export interface ResumeTargets {
-  model: PolicyModel;
-  reference: PolicyModel | null;
+  model: CausalLM;
+  reference: CausalLM | null;
   optimizer: AdamW;
   valueHead: ValueHead | null;
   config: PPOConfig;

@@ -1,4 +1,4 @@
-import type { PolicyModel } from "../model/policy-model.js";
+import type { CausalLM } from "../model/causal-lm.js";
 import { computeLogprobs, type RowTensors, scoringTemperature, updateActor } from "./actor.js";
 import { computeAdvantages, zeroVarianceGroups } from "./advantages.js";
 import { selectRows } from "./batch.js";
@@ -16,8 +16,8 @@ import type { ValueHead } from "./value-head.js";
  */
 
 export interface StepModels {
-  policy: PolicyModel;
-  reference: PolicyModel | null;
+  policy: CausalLM;
+  reference: CausalLM | null;
   optimizer: AdamW;
   valueHead: ValueHead | null;
   padId: number;

@@ -3,7 +3,7 @@ import { type ServerType, serve } from "@hono/node-server";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { Generator } from "../generate/generator.js";
-import type { PolicyModel } from "../model/policy-model.js";
+import type { CausalLM } from "../model/causal-lm.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { Tokenizer } from "../tokenizer/tokenizer.js";
 import { chatCompletion } from "./chat-route.js";
@@ -12,7 +12,7 @@ import { nowSec, RouteContext } from "./route-context.js";
 import { HttpError } from "./schemas.js";
 
 export interface PolicyServerOptions {
-  model: PolicyModel;
+  model: CausalLM;
   tokenizer: Tokenizer;
   template?: ChatTemplate;
   /** Share a generator (e.g. with in-process sampling); created from model/tokenizer when absent. */
@@ -33,7 +33,7 @@ export interface PolicyServerOptions {
 }
 
 /**
- * An OpenAI-compatible server for a PolicyModel (chat + completions, streaming, tools, vLLM token ids and
+ * An OpenAI-compatible server for a CausalLM (chat + completions, streaming, tools, vLLM token ids and
  * logprobs), backed by the dynamic-batching Generator.
  *
  * Weight updates: `swapWeights()` pauses admission, waits for running sequences to finish (requests that
@@ -72,7 +72,7 @@ export class PolicyServer {
     this.app = this.buildApp();
   }
 
-  get model(): PolicyModel {
+  get model(): CausalLM {
     return this.generator.policy;
   }
   get version(): number {
@@ -97,7 +97,7 @@ export class PolicyServer {
     this.generator.resume(options);
   }
   /** Drain, apply new weights (a model to copy from, or a callback), bump `version`, resume. */
-  swapWeights(apply?: PolicyModel | ((model: PolicyModel) => void | Promise<void>)): Promise<number> {
+  swapWeights(apply?: CausalLM | ((model: CausalLM) => void | Promise<void>)): Promise<number> {
     return this.generator.swapWeights(apply);
   }
 

@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import * as tf from "@tensorflow/tfjs";
 import cliProgress from "cli-progress";
 import { createRng } from "../generate/sampling.js";
-import type { PolicyModel } from "../model/policy-model.js";
+import type { CausalLM } from "../model/causal-lm.js";
 import type { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { ChatMessage, ToolDefinition } from "../tokenizer/messages.js";
 import { encodeExample, type RawSftExample, summarizeSkips } from "./examples.js";
@@ -76,7 +76,7 @@ export async function readSftJsonl(path: string): Promise<RawSftExample[]> {
 }
 
 /** Masked next-token cross-entropy: mean over positions whose target token is an assistant token. */
-export function maskedNll(model: PolicyModel, ids: number[][], mask: number[][]): tf.Scalar {
+export function maskedNll(model: CausalLM, ids: number[][], mask: number[][]): tf.Scalar {
   const lp = model.tokenLogProbs(ids);
   const w = tf.tensor2d(
     mask.map((r) => r.slice(1)),
@@ -104,7 +104,7 @@ function clipByGlobalNorm(grads: Record<string, tf.Tensor>, maxNorm: number): Re
  * and reported (`skippedExamples`, one log line) rather than failing the run.
  */
 export async function sft(
-  model: PolicyModel,
+  model: CausalLM,
   data: readonly (SftExample | RawSftExample)[] | string,
   options: SftOptions,
 ): Promise<SftResult> {

@@ -1,0 +1,61 @@
+#!/usr/bin/env node
+/**
+ * agl-apo: read an APO run back from its store.
+ *
+ *   agl-apo history --db sqlite:./agl.db            versions, parents, scores, diffs against the parent
+ *   agl-apo history --db postgres://... --json       the same as JSON
+ *   agl-apo best --db sqlite:./agl.db                the best prompt template, as plain text
+ */
+import { openStore } from "@agl/store";
+import { Command } from "commander";
+import { bestOf, formatPromptHistory, loadPromptHistory } from "./history.js";
+
+const program = new Command().name("agl-apo").description("Inspect APO prompt-optimisation runs in a store");
+
+const common = (command: Command) =>
+  command
+    .requiredOption("--db <uri>", "the run's store: sqlite:<path> | <path> | postgres://...")
+    .option("--run-id <id>", "the APO runId", "apo");
+
+common(program.command("history").description("every prompt version with its parent, scores and diff"))
+  .option("--no-diff", "print each template in full instead of a diff against its parent")
+  .option("--critique", "also print the critique that led to each version")
+  .option("--json", "print the history as JSON")
+  .action(async (opts) => {
+    await withHistory(opts, (history) => {
+      if (opts.json) return JSON.stringify(history, null, 2);
+      return formatPromptHistory(history, { diff: opts.diff, critique: Boolean(opts.critique) });
+    });
+  });
+
+common(program.command("best").description("print the best prompt template of the run")).action(
+  async (opts) => {
+    await withHistory(opts, (history) => {
+      const best = bestOf(history);
+      return best ? best.template.template : "";
+    });
+  },
+);
+
+async function withHistory(
+  opts: { db: string; runId: string },
+  render: (history: NonNullable<Awaited<ReturnType<typeof loadPromptHistory>>>) => string,
+): Promise<void> {
+  const store = await openStore(opts.db);
+  try {
+    const history = await loadPromptHistory(store, { runId: opts.runId });
+    if (!history) {
+      process.stderr.write(`agl-apo: no APO run "${opts.runId}" in ${opts.db}\n`);
+      process.exitCode = 1;
+      return;
+    }
+    process.stdout.write(`${render(history)}\n`);
+  } finally {
+    await store.close();
+  }
+}
+
+program.parseAsync().catch((error: unknown) => {
+  process.stderr.write(`agl-apo: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

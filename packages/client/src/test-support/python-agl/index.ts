@@ -1,0 +1,2 @@
+export * from "./llm-proxy.js";
+export * from "./store-server.js";

@@ -1,0 +1,100 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { type MockLLMServer, startMockLLMServer } from "@agl/core/mock-llm";
+import OpenAI from "openai";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { WebSocket } from "ws";
+import { proxyOptionsFromArgs } from "../cli.js";
+
+const proxyCli = fileURLToPath(new URL("../cli.ts", import.meta.url));
+const workerCli = fileURLToPath(new URL("../relay-worker-cli.ts", import.meta.url));
+const TOKEN = "cli-worker-token-0123456789";
+
+/** Start a CLI under tsx and resolve with the first match of `ready` in its output. */
+function spawnCli(
+  file: string,
+  args: string[],
+  ready: RegExp,
+  env: Record<string, string> = {},
+): Promise<{ child: ChildProcess; match: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", file, ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
+  });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`no "${ready}" in: ${out}`)), 20_000);
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      const m = ready.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, match: m[1] ?? m[0] });
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", onData);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited with ${code}: ${out}`));
+    });
+  });
+}
+
+const children: ChildProcess[] = [];
+let mock: MockLLMServer;
+beforeAll(async () => {
+  mock = await startMockLLMServer({ models: ["engine-model"] });
+});
+afterAll(async () => {
+  for (const c of children) if (c.exitCode === null) c.kill("SIGTERM");
+  await mock.close();
+});
+
+it("flags: --relay needs a worker token; backends become optional with it", () => {
+  expect(() => proxyOptionsFromArgs({ relay: true, backend: [] }, {})).toThrow(/worker-token/);
+  expect(() => proxyOptionsFromArgs({ relay: false }, {})).toThrow(/--backend/);
+  expect(
+    proxyOptionsFromArgs({ relay: true, waitForWorkerMs: 5 }, { AGL_PROXY_WORKER_TOKEN: TOKEN }),
+  ).toMatchObject({
+    backends: [],
+    relay: { workerToken: TOKEN, waitForWorkerMs: 5 },
+  });
+});
+
+it("agl-proxy --relay and agl-relay-worker: a call reaches the engine through the dialed-out worker", async () => {
+  const proxy = await spawnCli(
+    proxyCli,
+    ["--relay", "--worker-token", TOKEN, "--port", "0", "--health-interval-ms", "0"],
+    /listening on (http:\/\/\S+) /,
+  );
+  const url = proxy.match;
+  await spawnCli(
+    workerCli,
+    ["--proxy", url.replace("http", "ws"), "--upstream", mock.baseURL, "--worker-id", "cli-w"],
+    /serving/,
+    { AGL_RELAY_WORKER_TOKEN: TOKEN },
+  );
+  const health = await (await fetch(`${url}/health`)).json();
+  expect(health.backends.map((b: any) => b.url)).toEqual(["relay://cli-w/v1"]);
+  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "x", maxRetries: 0 });
+  const r = await client.chat.completions.create({
+    model: "m",
+    messages: [{ role: "user", content: "relay" }],
+  });
+  expect(r.choices[0]!.message.content).toBe("Echo: relay");
+  expect(r.model).toBe("engine-model");
+  // other upgrade paths and wrong tokens are refused
+  const status = (path: string, token: string) =>
+    new Promise<number>((resolve) => {
+      const ws = new WebSocket(`${url.replace("http", "ws")}${path}`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      ws.on("unexpected-response", (_q, res) => resolve(res.statusCode ?? 0));
+      ws.on("open", () => resolve(101));
+      ws.on("error", () => {});
+    });
+  expect(await status("/ws/other", TOKEN)).toBe(404);
+  expect(await status("/ws/worker", "nope")).toBe(401);
+});

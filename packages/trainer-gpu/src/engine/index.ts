@@ -1,0 +1,4 @@
+export * from "./external-engine.js";
+export * from "./reload-hook-sync.js";
+export * from "./vllm-lora-sync.js";
+export * from "./weight-sync.js";

@@ -1,0 +1,132 @@
+import { rm } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import type { PolicyBundle } from "../ppo/algorithm.js";
+import { exportPeftAdapter } from "../pretrained/peft.js";
+import { PretrainedModel } from "../pretrained/pretrained-model.js";
+import { type WeightSync, WeightSyncError } from "./weight-sync.js";
+
+export interface VllmLoraSyncOptions {
+  /** The vLLM server (started with `--enable-lora` and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True). */
+  url: string;
+  apiKey?: string | null;
+  /** Where adapter folders are written, one per policy version. */
+  adapterDir: string;
+  /**
+   * The path the engine reads a folder at, when it sees this disk elsewhere (a shared volume mounted
+   * at another path). Default: the local absolute path.
+   */
+  enginePath?: (localDir: string) => string;
+  /** Adapter name of a policy version (default `policy-v{version}`): new per version, never reused. */
+  adapterName?: (version: number) => string;
+  /** Hub id or path of the base model written into adapter_config.json (default: the loaded checkpoint). */
+  baseModelNameOrPath?: string;
+  /** Per request to the engine (default 120 s: loading moves weights to the GPU). */
+  timeoutMs?: number;
+}
+
+/** The root of a vLLM server's routes, whether given with or without the trailing `/v1`. */
+function serverRoot(url: string): string {
+  return url.replace(/\/+$/, "").replace(/\/v1$/, "");
+}
+
+/**
+ * Weight sync for LoRA training on vLLM: each policy version is exported as a PEFT adapter folder and
+ * loaded with `POST /v1/load_lora_adapter {lora_name, lora_path}` under a new name; once the proxy has
+ * switched to it (rollouts are paused and drained meanwhile) the previous version is unloaded with
+ * `POST /v1/unload_lora_adapter {lora_name}` and its folder deleted. Only the adapters travel; the
+ * engine keeps the base weights it was started with.
+ */
+export class VllmLoraSync implements WeightSync {
+  readonly kind = "vllm-lora";
+  private readonly root: string;
+  private readonly loaded: Array<{ name: string; dir: string }> = [];
+
+  constructor(private readonly options: VllmLoraSyncOptions) {
+    this.root = serverRoot(options.url);
+  }
+
+  async start(policy: PolicyBundle): Promise<string> {
+    return this.push(policy, 0);
+  }
+
+  async sync(policy: PolicyBundle, version: number): Promise<string> {
+    const name = await this.push(policy, version);
+    // The proxy asks for `name` from now on and nothing is in flight: older adapters can go.
+    while (this.loaded.length > 1) {
+      const old = this.loaded.shift()!;
+      await this.post("unload_lora_adapter", { lora_name: old.name });
+      await rm(old.dir, { recursive: true, force: true });
+    }
+    return name;
+  }
+
+  async close(): Promise<void> {
+    for (const { name, dir } of this.loaded.splice(0)) {
+      await this.post("unload_lora_adapter", { lora_name: name }).catch(() => {});
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  private async push(policy: PolicyBundle, version: number): Promise<string> {
+    const model = policy.model;
+    if (!(model instanceof PretrainedModel) || !model.lora) {
+      throw new WeightSyncError(
+        "VllmLoraSync needs a loaded checkpoint with LoRA adapters (loadPretrained + applyLora); use ReloadHookSync for full weights",
+      );
+    }
+    const name = this.options.adapterName?.(version) ?? `policy-v${version}`;
+    const dir = resolve(join(this.options.adapterDir, name));
+    await exportPeftAdapter(model, dir, {
+      ...(this.options.baseModelNameOrPath ? { baseModelNameOrPath: this.options.baseModelNameOrPath } : {}),
+    });
+    await this.post("load_lora_adapter", {
+      lora_name: name,
+      lora_path: this.options.enginePath?.(dir) ?? dir,
+    });
+    this.loaded.push({ name, dir });
+    return name;
+  }
+
+  private async post(route: string, body: Record<string, unknown>): Promise<string> {
+    const url = `${this.root}/v1/${route}`;
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
+        },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(this.options.timeoutMs ?? 120_000),
+      });
+    } catch (error) {
+      throw new WeightSyncError(`POST ${url} failed: ${(error as Error).message}`, null, null, {
+        cause: error,
+      });
+    }
+    const text = await res.text();
+    if (!res.ok) {
+      let message = text;
+      try {
+        const parsed = JSON.parse(text) as {
+          error?: { message?: string };
+          message?: string;
+          detail?: unknown;
+        };
+        message =
+          parsed.error?.message ??
+          parsed.message ??
+          (typeof parsed.detail === "string" ? parsed.detail : text);
+      } catch {
+        // vLLM answers errors in JSON; anything else is shown as is.
+      }
+      const hint =
+        res.status === 404 && message === "Not Found"
+          ? " (is the server started with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and --enable-lora?)"
+          : "";
+      throw new WeightSyncError(`POST ${url} → ${res.status}: ${message}${hint}`, res.status, text);
+    }
+    return text;
+  }
+}

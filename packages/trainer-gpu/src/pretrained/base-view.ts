@@ -1,0 +1,67 @@
+import * as tf from "@tensorflow/tfjs";
+import type { CausalLM, IdsInput, LayerKV, MaskInput } from "../model/causal-lm.js";
+import type { PretrainedModel } from "./pretrained-model.js";
+import { matmulParameters } from "./weights.js";
+
+/**
+ * The base model of a LoRA model with its adapters switched off: the KL reference policy. It shares the
+ * (frozen) base weights, so it costs no memory; it owns nothing and trains nothing.
+ */
+export class BaseModelView implements CausalLM {
+  constructor(readonly model: PretrainedModel) {}
+
+  get config() {
+    return this.model.config;
+  }
+  get trainableVariables(): tf.Variable[] {
+    return [];
+  }
+  get parameterCount(): number {
+    return this.model.weightNames.reduce((n, name) => n + this.model.variable(name).size, 0);
+  }
+  get matmulParameterCount(): number {
+    return matmulParameters(this.model.arch);
+  }
+  get isDisposed(): boolean {
+    return this.model.isDisposed;
+  }
+  logits(ids: IdsInput, mask?: MaskInput): tf.Tensor3D {
+    return this.model.forwardLogits(ids, mask, false);
+  }
+  hidden(ids: IdsInput, mask?: MaskInput): tf.Tensor3D {
+    const { h, B, T } = this.model.forwardHidden(ids, mask, false);
+    return tf.reshape(h, [B, T, this.config.dModel]);
+  }
+  tokenLogProbs(ids: IdsInput, mask?: MaskInput, o: { temperature?: number } = {}): tf.Tensor2D {
+    return this.model.logProbs(ids, mask, o.temperature ?? 1, false, false).logProbs;
+  }
+  tokenLogProbsWithEntropy(ids: IdsInput, mask?: MaskInput, o: { temperature?: number } = {}) {
+    const r = this.model.logProbs(ids, mask, o.temperature ?? 1, true, false);
+    return { logProbs: r.logProbs, entropy: r.entropy as tf.Tensor2D };
+  }
+  prefill(ids: readonly number[]) {
+    return this.model.prefillWith([ids], false);
+  }
+  prefillMany(prompts: ReadonlyArray<readonly number[]>) {
+    return this.model.prefillWith(prompts, false);
+  }
+  decodeStep(
+    tokens: readonly number[],
+    positions: readonly number[],
+    cache: LayerKV[],
+    keyBias: tf.Tensor4D,
+  ) {
+    return this.model.decodeWith(tokens, positions, cache, keyBias, false);
+  }
+  /** A standalone frozen copy of the base weights (no adapters). */
+  clone(): CausalLM {
+    return this.model.clone({ trainable: false, withAdapters: false });
+  }
+  frozenReference(): CausalLM {
+    return this;
+  }
+  /** Nothing to copy: the view always reads the model's current base weights. */
+  setWeightsFrom(_other: CausalLM): void {}
+  /** Owns nothing: disposing the model frees the weights. */
+  dispose(): void {}
+}

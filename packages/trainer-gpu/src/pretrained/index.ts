@@ -1,0 +1,40 @@
+export { BaseModelView } from "./base-view.js";
+export { PretrainedCheckpointError, type PretrainedErrorCode } from "./errors.js";
+export {
+  type ExportDtype,
+  type ExportPretrainedOptions,
+  exportPretrained,
+  TOKENIZER_FILES,
+} from "./export.js";
+export {
+  type ArchConfig,
+  type HfConfig,
+  type ModelType,
+  parseHfConfig,
+  type RopeConfig,
+  SUPPORTED_MODEL_TYPES,
+} from "./hf-config.js";
+export {
+  type GenerationConfig,
+  type LoadedPretrained,
+  type LoadPretrainedOptions,
+  loadPretrained,
+} from "./load.js";
+export { applyLora, type LoraOptions, loraScale, mergeLora } from "./lora.js";
+export type { LoraSettings } from "./lora-state.js";
+export { estimateMemory, type MemoryEstimate, type MemoryEstimateOptions } from "./memory.js";
+export {
+  ADAPTER_CONFIG_FILE,
+  ADAPTER_WEIGHTS_FILE,
+  type ExportPeftOptions,
+  exportPeftAdapter,
+  loadPeftAdapter,
+} from "./peft.js";
+export { PretrainedModel, type PretrainedModelOptions } from "./pretrained-model.js";
+export {
+  type RandomCheckpointOptions,
+  randomCheckpointConfig,
+  writeRandomCheckpoint,
+} from "./random-checkpoint.js";
+export { type FloatTensor, readSafetensors, readSafetensorsHeader, writeSafetensors } from "./safetensors.js";
+export { LINEAR_MODULES, type LinearModule } from "./weights.js";

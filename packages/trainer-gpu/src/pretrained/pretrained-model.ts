@@ -1,0 +1,429 @@
+import * as tf from "@tensorflow/tfjs";
+import { batchInputs, CausalMasks, checkLength, targetLogProbs, toRows } from "../model/batch-inputs.js";
+import type { CausalLM, IdsInput, LayerKV, MaskInput } from "../model/causal-lm.js";
+import { addBias, embedRows, mm } from "../model/ops.js";
+import { BaseModelView } from "./base-view.js";
+import type { ArchConfig } from "./hf-config.js";
+import { applyRotary, groupBias, groupedAttention, rmsNorm, siluGate } from "./layers.js";
+import { type LoraSettings, type LoraWeights, loraTrainables } from "./lora-state.js";
+import { RotaryCache } from "./rope.js";
+import type { FloatTensor } from "./safetensors.js";
+import { linearSites, matmulParameters, weightSpecs } from "./weights.js";
+
+/**
+ * A Llama / Qwen2 / Qwen3 / Mistral decoder in tfjs, exactly as the reference implementations compute it:
+ * RMSNorm, rotary embeddings (default / linear / llama3, partial or explicit head_dim), grouped-query
+ * attention, SiLU-gated MLP, qwen2's q/k/v biases, qwen3's per-head q/k RMSNorm, tied or untied output
+ * head. Implements `CausalLM`, so the generator, server, sft() and PPO use it like `PolicyModel`. LoRA
+ * adapters (see `applyLora`) live alongside the frozen base weights.
+ */
+
+export interface PretrainedModelOptions {
+  /** Cap on the sequence length (default: max_position_embeddings, or the sliding window if smaller). */
+  contextLength?: number;
+  /** The original config.json object (unknown keys are written back on export). */
+  rawConfig?: Record<string, unknown>;
+  /** The directory it was loaded from (tokenizer files are copied from here on export). */
+  sourceDir?: string;
+  /** Parsed generation_config.json, when the checkpoint has one. */
+  generationConfig?: Record<string, unknown> | null;
+}
+
+export interface PretrainedModelConfig {
+  readonly vocabSize: number;
+  readonly contextLength: number;
+  readonly dModel: number;
+  readonly nLayers: number;
+}
+
+let nextInstance = 0;
+
+export class PretrainedModel implements CausalLM {
+  readonly arch: ArchConfig;
+  readonly config: PretrainedModelConfig;
+  readonly rawConfig: Record<string, unknown>;
+  readonly sourceDir: string | undefined;
+  readonly generationConfig: Record<string, unknown> | null;
+  /** Unique prefix of this instance's tfjs variable names. */
+  readonly scope: string;
+  private readonly vars = new Map<string, tf.Variable>();
+  /** LoRA state; `null` until `applyLora`. Managed by lora.ts. */
+  lora: { settings: LoraSettings; weights: Map<string, LoraWeights> } | null = null;
+  private readonly rotary: RotaryCache;
+  private readonly masks = new CausalMasks();
+  /** Transposed tied embedding (frozen embeddings only), with the data it was computed from. */
+  private headT: { dataId: object; tensor: tf.Tensor } | undefined;
+  private disposed = false;
+
+  /** `value(name)` returns each weight in the in-memory layout (linear weights `[in, out]`). */
+  constructor(
+    arch: ArchConfig,
+    value: (name: string, shape: number[]) => tf.Tensor,
+    options: PretrainedModelOptions = {},
+  ) {
+    this.arch = arch;
+    const cap = Math.min(arch.maxPositionEmbeddings, arch.slidingWindow ?? Number.POSITIVE_INFINITY);
+    this.config = {
+      vocabSize: arch.vocabSize,
+      contextLength: Math.min(cap, options.contextLength ?? cap),
+      dModel: arch.hiddenSize,
+      nLayers: arch.numLayers,
+    };
+    this.rawConfig = options.rawConfig ?? {};
+    this.sourceDir = options.sourceDir;
+    this.generationConfig = options.generationConfig ?? null;
+    this.scope = `agl_hf_${nextInstance++}`;
+    this.rotary = new RotaryCache(arch.headDim, arch.rope, this.config.contextLength);
+    for (const spec of weightSpecs(arch)) {
+      const shape = spec.linear ? [spec.shape[1] as number, spec.shape[0] as number] : spec.shape;
+      const v = value(spec.name, shape);
+      this.vars.set(spec.name, tf.variable(v, true, `${this.scope}/${spec.name}`));
+      v.dispose();
+    }
+  }
+
+  /** Build from tensors in the file layout (linear weights `[out, in]`), e.g. read from safetensors. */
+  static fromTensors(
+    arch: ArchConfig,
+    get: (name: string) => FloatTensor,
+    options: PretrainedModelOptions = {},
+  ): PretrainedModel {
+    const linear = new Set(
+      weightSpecs(arch)
+        .filter((s) => s.linear)
+        .map((s) => s.name),
+    );
+    return new PretrainedModel(
+      arch,
+      (name) =>
+        tf.tidy(() => {
+          const t = get(name);
+          const x = tf.tensor(t.data, t.shape);
+          return linear.has(name) ? tf.transpose(x) : x;
+        }),
+      options,
+    );
+  }
+
+  /** A randomly initialised model (normal(0, std) matrices, norms near 1, random biases). */
+  static random(
+    arch: ArchConfig,
+    seed = 0,
+    options: PretrainedModelOptions & { std?: number } = {},
+  ): PretrainedModel {
+    const std = options.std ?? 0.02;
+    let i = 0;
+    return new PretrainedModel(
+      arch,
+      (name, shape) => {
+        i++;
+        if (name.endsWith("norm.weight"))
+          return tf.randomUniform(shape, 0.8, 1.2, "float32", seed * 1000 + i);
+        return tf.randomNormal(shape, 0, name.endsWith(".bias") ? 0.1 : std, "float32", seed * 1000 + i);
+      },
+      options,
+    );
+  }
+
+  /** Tensors in the file layout (`[out, in]` linear weights), base weights only, in spec order. */
+  baseTensors(): Map<string, FloatTensor> {
+    const out = new Map<string, FloatTensor>();
+    for (const spec of weightSpecs(this.arch)) {
+      const v = this.variable(spec.name);
+      const data = tf.tidy(() => (spec.linear ? tf.transpose(v) : v).dataSync() as Float32Array);
+      out.set(spec.name, { shape: spec.shape, data: Float32Array.from(data) });
+    }
+    return out;
+  }
+
+  get trainableVariables(): tf.Variable[] {
+    if (this.lora) return loraTrainables(this.lora.weights);
+    return [...this.vars.values()];
+  }
+
+  /** Base weight names (Hugging Face names) in the fixed order. */
+  get weightNames(): string[] {
+    return [...this.vars.keys()];
+  }
+
+  variable(name: string): tf.Variable {
+    const v = this.vars.get(name);
+    if (!v) throw new Error(`No weight "${name}"`);
+    return v;
+  }
+
+  get parameterCount(): number {
+    let n = 0;
+    for (const v of this.vars.values()) n += v.size;
+    if (this.lora) for (const w of this.lora.weights.values()) n += w.a.size + w.b.size;
+    return n;
+  }
+
+  get matmulParameterCount(): number {
+    let n = matmulParameters(this.arch);
+    if (this.lora) for (const w of this.lora.weights.values()) n += w.a.size + w.b.size;
+    return n;
+  }
+
+  get isDisposed(): boolean {
+    return this.disposed;
+  }
+
+  clone(options: { trainable?: boolean; withAdapters?: boolean } = {}): PretrainedModel {
+    const copy = new PretrainedModel(this.arch, (name) => this.variable(name).clone(), {
+      contextLength: this.config.contextLength,
+      rawConfig: this.rawConfig,
+      sourceDir: this.sourceDir,
+      generationConfig: this.generationConfig,
+    });
+    if (this.lora && options.withAdapters !== false) {
+      const weights = new Map<string, LoraWeights>();
+      for (const [path, w] of this.lora.weights) {
+        weights.set(path, {
+          a: tf.variable(w.a.clone(), true, `${copy.scope}/${path}.lora_A`),
+          b: tf.variable(w.b.clone(), true, `${copy.scope}/${path}.lora_B`),
+        });
+      }
+      copy.lora = { settings: { ...this.lora.settings }, weights };
+      for (const v of copy.vars.values()) v.trainable = false;
+    }
+    if (options.trainable === false) for (const v of copy.trainableVariables) v.trainable = false;
+    return copy;
+  }
+
+  frozenReference(): CausalLM {
+    return this.lora ? new BaseModelView(this) : this.clone({ trainable: false });
+  }
+
+  setWeightsFrom(other: CausalLM): void {
+    if (!(other instanceof PretrainedModel)) throw new Error("setWeightsFrom needs another PretrainedModel");
+    for (const [name, v] of this.vars) v.assign(other.variable(name));
+    if (this.lora) {
+      for (const [path, w] of this.lora.weights) {
+        const o = other.lora?.weights.get(path);
+        if (!o) throw new Error(`setWeightsFrom: the other model has no LoRA adapter on ${path}`);
+        w.a.assign(o.a);
+        w.b.assign(o.b);
+      }
+    }
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const v of this.vars.values()) v.dispose();
+    if (this.lora) for (const w of this.lora.weights.values()) tf.dispose([w.a, w.b]);
+    this.masks.dispose();
+    this.headT?.tensor.dispose();
+    this.vars.clear();
+  }
+
+  private linear(x: tf.Tensor, path: string, adapters: boolean): tf.Tensor {
+    let y = mm(x, this.variable(`${path}.weight`));
+    const bias = this.vars.get(`${path}.bias`);
+    if (bias) y = addBias(y, bias);
+    const lora = adapters ? this.lora?.weights.get(path) : undefined;
+    if (lora)
+      y = tf.add(
+        y,
+        tf.mul(mm(mm(x, lora.a), lora.b), (this.lora as { settings: LoraSettings }).settings.scale),
+      );
+    return y;
+  }
+
+  /** Run the decoder layers on embedded tokens `x [B*T,d]` at `positions`; `bias` masks attention scores. */
+  private blocks(
+    x: tf.Tensor2D,
+    B: number,
+    T: number,
+    positions: Int32Array,
+    bias: tf.Tensor,
+    adapters: boolean,
+    past?: LayerKV[],
+  ): { h: tf.Tensor2D; kv: LayerKV[] } {
+    const a = this.arch;
+    const { numHeads: H, numKvHeads: Hkv, headDim: dh, rmsNormEps: eps } = a;
+    const { cos, sin } = this.rotary.tables(positions, B, T);
+    const attnBias = groupBias(bias, H / Hkv);
+    const heads = (t: tf.Tensor, n: number) => tf.reshape(t, [B, T, n, dh]);
+    const toBHTD = (t: tf.Tensor) => tf.transpose(t, [0, 2, 1, 3]) as tf.Tensor4D;
+    const kv: LayerKV[] = [];
+    let h: tf.Tensor = x;
+    for (let l = 0; l < a.numLayers; l++) {
+      const p = `model.layers.${l}`;
+      const xn = rmsNorm(h, this.variable(`${p}.input_layernorm.weight`), eps);
+      let q = heads(this.linear(xn, `${p}.self_attn.q_proj`, adapters), H);
+      let k = heads(this.linear(xn, `${p}.self_attn.k_proj`, adapters), Hkv);
+      const v = toBHTD(heads(this.linear(xn, `${p}.self_attn.v_proj`, adapters), Hkv));
+      if (a.qkNorm) {
+        q = rmsNorm(q, this.variable(`${p}.self_attn.q_norm.weight`), eps);
+        k = rmsNorm(k, this.variable(`${p}.self_attn.k_norm.weight`), eps);
+      }
+      const qr = applyRotary(toBHTD(q), cos, sin);
+      let kr = applyRotary(toBHTD(k), cos, sin);
+      let vr = v;
+      if (past) {
+        const prev = past[l] as LayerKV;
+        kr = tf.concat([prev.k, kr], 2);
+        vr = tf.concat([prev.v, vr], 2);
+      }
+      kv.push({ k: kr, v: vr });
+      const attn = groupedAttention(qr, kr, vr, attnBias, 1 / Math.sqrt(dh));
+      const merged = tf.reshape(tf.transpose(attn, [0, 2, 1, 3]), [B * T, H * dh]);
+      h = tf.add(h, this.linear(merged, `${p}.self_attn.o_proj`, adapters));
+      const xn2 = rmsNorm(h, this.variable(`${p}.post_attention_layernorm.weight`), eps);
+      const act = siluGate(
+        this.linear(xn2, `${p}.mlp.gate_proj`, adapters),
+        this.linear(xn2, `${p}.mlp.up_proj`, adapters),
+      );
+      h = tf.add(h, this.linear(act, `${p}.mlp.down_proj`, adapters));
+    }
+    return { h: rmsNorm(h, this.variable("model.norm.weight"), eps) as tf.Tensor2D, kv };
+  }
+
+  /**
+   * Output logits. A tied head is `h @ E^T`; WASM's transpose-flag matmul is very slow for this product
+   * (the largest of the model), so `E` is transposed explicitly: inside the tape while `E` is trainable
+   * (its gradient must flow), otherwise from a copy cached until `E`'s data changes.
+   */
+  private head(h: tf.Tensor): tf.Tensor2D {
+    if (!this.arch.tieWordEmbeddings) return mm(h, this.variable("lm_head.weight")) as tf.Tensor2D;
+    const e = this.variable("model.embed_tokens.weight");
+    if (e.trainable) return mm(h, tf.transpose(e)) as tf.Tensor2D;
+    if (this.headT?.dataId !== e.dataId) {
+      this.headT?.tensor.dispose();
+      this.headT = { dataId: e.dataId, tensor: tf.keep(tf.transpose(e)) };
+    }
+    return mm(h, this.headT.tensor) as tf.Tensor2D;
+  }
+
+  private embed(ids: Int32Array): tf.Tensor2D {
+    return embedRows(this.variable("model.embed_tokens.weight") as tf.Tensor2D, ids);
+  }
+
+  /** @internal Final hidden states `[B*T,d]` of a batch, with or without the LoRA adapters. */
+  forwardHidden(inputIds: IdsInput, attentionMask: MaskInput | undefined, adapters: boolean) {
+    const inp = batchInputs(inputIds, attentionMask, this.config.contextLength);
+    const { B, T } = inp;
+    let bias: tf.Tensor = this.masks.get(T);
+    let positions = inp.positions;
+    if (inp.keyBias) bias = tf.add(bias, tf.tensor4d(inp.keyBias, [B, 1, 1, T]));
+    if (!positions) {
+      positions = new Int32Array(B * T);
+      for (let b = 0; b < B; b++) for (let t = 0; t < T; t++) positions[b * T + t] = t;
+    }
+    const { h } = this.blocks(this.embed(inp.flat), B, T, positions, bias, adapters);
+    return { h, rows: inp.rows, B, T };
+  }
+
+  /** @internal */
+  forwardLogits(inputIds: IdsInput, attentionMask: MaskInput | undefined, adapters: boolean): tf.Tensor3D {
+    const { h, B, T } = this.forwardHidden(inputIds, attentionMask, adapters);
+    return tf.reshape(this.head(h), [B, T, this.config.vocabSize]);
+  }
+
+  hidden(inputIds: IdsInput, attentionMask?: MaskInput): tf.Tensor3D {
+    const { h, B, T } = this.forwardHidden(inputIds, attentionMask, true);
+    return tf.reshape(h, [B, T, this.config.dModel]);
+  }
+
+  logits(inputIds: IdsInput, attentionMask?: MaskInput): tf.Tensor3D {
+    return this.forwardLogits(inputIds, attentionMask, true);
+  }
+
+  /** @internal */
+  logProbs(
+    inputIds: IdsInput,
+    mask: MaskInput | undefined,
+    temperature: number,
+    entropy: boolean,
+    adapters: boolean,
+  ) {
+    const rows = toRows(inputIds);
+    if ((rows[0]?.length ?? 0) < 2) throw new Error("tokenLogProbs needs sequences of at least 2 tokens");
+    return targetLogProbs(this.forwardLogits(rows, mask, adapters), rows, temperature, entropy);
+  }
+
+  tokenLogProbs(
+    inputIds: IdsInput,
+    attentionMask?: MaskInput,
+    options: { temperature?: number } = {},
+  ): tf.Tensor2D {
+    return this.logProbs(inputIds, attentionMask, options.temperature ?? 1, false, true).logProbs;
+  }
+
+  tokenLogProbsWithEntropy(
+    inputIds: IdsInput,
+    attentionMask?: MaskInput,
+    options: { temperature?: number } = {},
+  ) {
+    const r = this.logProbs(inputIds, attentionMask, options.temperature ?? 1, true, true);
+    return { logProbs: r.logProbs, entropy: r.entropy as tf.Tensor2D };
+  }
+
+  prefill(ids: readonly number[]): { logits: Float32Array; cache: LayerKV[] } {
+    return this.prefillMany([ids]);
+  }
+
+  /** @internal */
+  prefillWith(prompts: ReadonlyArray<readonly number[]>, adapters: boolean) {
+    const n = prompts.length;
+    const T = prompts[0]?.length ?? 0;
+    if (n === 0 || T === 0) throw new Error("prefill needs at least one non-empty prompt");
+    if (prompts.some((p) => p.length !== T)) throw new Error("prefillMany needs prompts of equal length");
+    checkLength(T, this.config.contextLength);
+    const flat = new Int32Array(n * T);
+    const positions = new Int32Array(n * T);
+    prompts.forEach((p, i) => {
+      flat.set(p, i * T);
+      for (let t = 0; t < T; t++) positions[i * T + t] = t;
+    });
+    const d = this.config.dModel;
+    const result = tf.tidy(() => {
+      const { h, kv } = this.blocks(this.embed(flat), n, T, positions, this.masks.get(T), adapters);
+      const last = tf.reshape(tf.slice(tf.reshape(h, [n, T, d]), [0, T - 1, 0], [n, 1, d]), [n, d]);
+      return { logits: this.head(last), kv: kv.map((e) => ({ k: e.k, v: e.v })) };
+    });
+    const logits = Float32Array.from(result.logits.dataSync() as Float32Array);
+    result.logits.dispose();
+    return { logits, cache: result.kv };
+  }
+
+  prefillMany(prompts: ReadonlyArray<readonly number[]>): { logits: Float32Array; cache: LayerKV[] } {
+    return this.prefillWith(prompts, true);
+  }
+
+  /** @internal */
+  decodeWith(
+    tokens: readonly number[],
+    positions: readonly number[],
+    cache: LayerKV[],
+    keyBias: tf.Tensor4D,
+    adapters: boolean,
+  ) {
+    const S = tokens.length;
+    for (const p of positions) checkLength(p + 1, this.config.contextLength);
+    const result = tf.tidy(() => {
+      const pos = Int32Array.from(positions);
+      const { h, kv } = this.blocks(this.embed(Int32Array.from(tokens)), S, 1, pos, keyBias, adapters, cache);
+      return { logits: this.head(h), kv: kv.map((e) => ({ k: e.k, v: e.v })) };
+    });
+    const logits = Float32Array.from(result.logits.dataSync() as Float32Array);
+    result.logits.dispose();
+    return { logits, cache: result.kv };
+  }
+
+  decodeStep(
+    tokens: readonly number[],
+    positions: readonly number[],
+    cache: LayerKV[],
+    keyBias: tf.Tensor4D,
+  ) {
+    return this.decodeWith(tokens, positions, cache, keyBias, true);
+  }
+
+  /** Linear sites (`model.layers.<l>.<self_attn|mlp>.<module>`) of this architecture. */
+  get linearSites() {
+    return linearSites(this.arch);
+  }
+}

@@ -1,0 +1,52 @@
+/** Headless Chromium (Debian's `chromium`, driven by playwright-core) for the dashboard's browser tests. */
+import { existsSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import { type Browser, chromium, type Page } from "playwright-core";
+
+export const CHROMIUM = process.env.AGL_CHROMIUM ?? "/usr/bin/chromium";
+/** Screenshots for humans; the folder is git-ignored. */
+export const SCREENSHOT_DIR = fileURLToPath(new URL("../../.screenshots/dashboard/", import.meta.url));
+
+export async function launchChromium(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(
+      `no Chromium at ${CHROMIUM}: install Debian's package (apt-get install -y chromium; .ci/run does) or set AGL_CHROMIUM`,
+    );
+  }
+  await mkdir(SCREENSHOT_DIR, { recursive: true });
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--no-first-run",
+      "--disable-dev-shm-usage",
+    ],
+  });
+}
+
+export async function screenshot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: `${SCREENSHOT_DIR}${name}.png`, fullPage: true });
+}
+
+/** Uncaught errors and console errors of each page, checked by the tests. */
+export const pageErrors = new WeakMap<Page, string[]>();
+
+/** A new page; with a token, its sessionStorage already holds it (skips the login prompt). */
+export async function openPage(browser: Browser, token: string | null): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  if (token) {
+    await context.addInitScript((t) => sessionStorage.setItem("agl-dashboard-token", t), token);
+  }
+  // Fail with the locator's name well before the test's own timeout.
+  context.setDefaultTimeout(15_000);
+  const page = await context.newPage();
+  const errors: string[] = [];
+  pageErrors.set(page, errors);
+  page.on("pageerror", (error) => errors.push(String(error)));
+  return page;
+}

@@ -1,0 +1,306 @@
+/**
+ * The dashboard in a real headless Chromium against a real store server (SQLite) holding a real agent
+ * run through the LLM proxy (see seed.ts): login on 401, rollouts table with server-side paging,
+ * filters and search, a rollout's messages, tool calls and triplet tokens, resources without keys,
+ * workers, training curves, and the empty / unreachable / no-spans states. Screenshots go to
+ * .screenshots/dashboard/ (git-ignored).
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { LightningStore } from "@agl/core";
+import { InMemoryLightningStore } from "@agl/core";
+import { mockEncode } from "@agl/core/mock-llm";
+import { createDashboardApp, startDashboardServer } from "@agl/dashboard";
+import { openStore, type StoreServer, startStoreServer } from "@agl/store";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { buildDashboardAssets } from "../../packages/dashboard/src/build/build-assets.js";
+import { launchChromium, openPage, pageErrors, screenshot } from "./browser-support.js";
+import {
+  CHAT_QUESTION,
+  REACT_OBSERVATION,
+  SEED_API_KEY,
+  SEED_TASKS,
+  type SeedSummary,
+  seedStore,
+} from "./seed.js";
+
+// A shared 2-core CI machine runs other test files beside this one: give each test room.
+vi.setConfig({ testTimeout: 90_000 });
+
+const TOKEN = "s3cret-dashboard-token";
+const QUEUED = 60;
+const METRIC_STEPS = 12;
+const quiet = { info() {}, warn() {}, error() {} };
+
+let dir: string;
+let assetsDir: string;
+let store: LightningStore;
+let server: StoreServer;
+let browser: Browser;
+let seed: SeedSummary;
+const pages: Page[] = [];
+
+async function page(token: string | null = TOKEN): Promise<Page> {
+  const p = await openPage(browser, token);
+  pages.push(p);
+  return p;
+}
+
+const rowIds = (p: Page) =>
+  p.getByTestId("rollout-row").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-rollout-id")));
+
+async function rolloutIdOf(style: string, a: number): Promise<string> {
+  const all = await store.queryRollouts({});
+  const r = all.items.find(
+    (x) => (x.input as { style?: string; a?: number }).style === style && (x.input as { a?: number }).a === a,
+  );
+  return r!.rollout_id;
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "agl-dashboard-"));
+  assetsDir = join(dir, "assets");
+  await buildDashboardAssets({ outDir: assetsDir });
+  store = await openStore(`sqlite:${join(dir, "agl.db")}`);
+  seed = await seedStore(store, { queued: QUEUED });
+  const metricsFile = join(dir, "metrics.jsonl");
+  await writeFile(
+    metricsFile,
+    Array.from({ length: METRIC_STEPS }, (_, step) =>
+      JSON.stringify({
+        step,
+        "training/reward": step / METRIC_STEPS,
+        "val/reward": step / (2 * METRIC_STEPS),
+        "actor/pg_loss": -step / 100,
+      }),
+    ).join("\n"),
+  );
+  server = await startStoreServer({
+    store,
+    port: 0,
+    token: TOKEN,
+    logger: quiet,
+    dashboard: createDashboardApp({
+      assetsDir,
+      metricsFile,
+      authorize: (authorization) => authorization === `Bearer ${TOKEN}`,
+    }),
+  });
+  browser = await launchChromium();
+}, 120_000);
+
+afterAll(async () => {
+  for (const p of pages) expect(pageErrors.get(p), "uncaught errors in the page").toEqual([]);
+  await browser?.close();
+  await server?.close();
+  await store?.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe("dashboard served by agl-store", () => {
+  it("asks for the token on a 401, rejects a wrong one, then shows the rollouts", async () => {
+    const p = await page(null);
+    await p.goto(`${server.url}/`);
+    await p.getByTestId("login").waitFor();
+    await screenshot(p, "01-login");
+    await p.getByTestId("login-token").fill("wrong");
+    await p.getByTestId("login-submit").click();
+    await expect(p.getByTestId("login-error").textContent()).resolves.toContain("Invalid bearer token");
+    await p.getByTestId("login-token").fill(TOKEN);
+    await p.getByTestId("login-submit").click();
+    await p.getByTestId("rollouts-table").waitFor();
+    const total = seed.agentRollouts + seed.queuedRollouts + 1;
+    await expect(p.getByTestId("page-info").textContent()).resolves.toBe(`page 1 of 2 · ${total} total`);
+    expect(await p.getByTestId("rollout-row").count()).toBe(50);
+  });
+
+  it("pages on the server, sorts, filters by status and searches by id", async () => {
+    const p = await page();
+    await p.goto(`${server.url}/dashboard/#/rollouts`);
+    await p.getByTestId("rollouts-table").waitFor();
+    const first = await rowIds(p);
+    await p.getByRole("button", { name: "Next ›" }).click();
+    await p.getByText("page 2 of 2").waitFor();
+    const second = await rowIds(p);
+    expect(second).toHaveLength(16);
+    expect(second.filter((id) => first.includes(id))).toEqual([]);
+
+    await p.getByTestId("status-succeeded").click();
+    await p.getByText("page 1 of 1 · 5 total").waitFor();
+    const statuses = await p.getByTestId("rollout-row").locator(".badge").allTextContents();
+    expect(statuses).toEqual(Array(5).fill("succeeded"));
+    // the rewards of the visible rows are read from their reward spans
+    await p.waitForFunction(
+      () => !Array.from(document.querySelectorAll("[data-testid=reward]")).some((e) => e.textContent === "…"),
+    );
+    expect((await p.getByTestId("reward").allTextContents()).sort()).toEqual(["1", "1", "1", "1", "–"]);
+    await screenshot(p, "02-rollouts-succeeded");
+
+    await p.getByTestId("status-succeeded").click();
+    await p.getByTestId("status-failed").click();
+    await p.getByText("page 1 of 1 · 1 total").waitFor();
+    const failed = await rolloutIdOf("crash", 1);
+    expect(await rowIds(p)).toEqual([failed]);
+
+    await p.getByTestId("status-failed").click();
+    await p.getByTestId("search").fill(seed.emptyRolloutId.slice(3, 10));
+    await p.getByTestId("search").press("Enter");
+    await p.getByText("page 1 of 1 · 1 total").waitFor();
+    expect(await rowIds(p)).toEqual([seed.emptyRolloutId]);
+
+    await p.goto(`${server.url}/dashboard/#/rollouts?sort=rollout_id&order=asc`);
+    await p.getByTestId("rollouts-table").waitFor();
+    const sorted = await rowIds(p);
+    expect(sorted).toEqual([...sorted].sort());
+    // mode narrows the rows of the page the store returned (the v0.3 query has no mode filter)
+    const modeCells = () => p.locator("[data-testid=rollout-row] td:nth-child(3)").allTextContents();
+    const before = await modeCells();
+    const pageIds = await rowIds(p);
+    await p.getByTestId("mode-filter").selectOption("val");
+    await p.waitForFunction(() => location.hash.includes("mode=val"));
+    const valIds = pageIds.filter((_, i) => before[i] === "val");
+    expect(valIds.length).toBeGreaterThan(0);
+    await expect.poll(() => rowIds(p)).toEqual(valIds);
+    expect(new Set(await modeCells())).toEqual(new Set(["val"]));
+  });
+
+  it("shows a chat rollout's attempt, reward, messages, tool call and the triplet's exact token ids", async () => {
+    const task = SEED_TASKS[0]!;
+    const id = await rolloutIdOf("chat", task.a);
+    const p = await page();
+    await p.goto(`${server.url}/dashboard/#/rollouts/${id}`);
+    await p.getByTestId("span-tree").waitFor();
+    expect(await p.getByTestId("attempt-row").count()).toBe(1);
+    await expect(p.getByTestId("attempt-row").textContent()).resolves.toMatch(/Worker-\d/);
+    await expect(p.getByTestId("reward-value").allTextContents()).resolves.toEqual(["1"]);
+    expect(await p.getByTestId("span-row").count()).toBe((await store.querySpans(id)).items.length);
+    await screenshot(p, "03-rollout-spans");
+
+    await p.getByTestId("tab-calls").click();
+    expect(await p.getByTestId("llm-call").count()).toBe(4);
+    expect(await p.getByTestId("dropped").count()).toBe(2);
+    await expect(p.getByTestId("llm-calls").textContent()).resolves.toContain(CHAT_QUESTION(task));
+    await expect(p.getByTestId("tool-calls").first().textContent()).resolves.toContain(
+      `calculator({"a":${task.a},"b":${task.b}})`,
+    );
+    await screenshot(p, "04-rollout-calls");
+
+    await p.getByTestId("tab-triplets").click();
+    expect(await p.getByTestId("triplet").count()).toBe(2);
+    const answerIds = await p.getByTestId("triplet-tokens").nth(1).locator(".tok-response").allTextContents();
+    expect(answerIds.map(Number)).toEqual(mockEncode(`The answer is ${task.a + task.b}.`));
+    await expect(
+      p.getByTestId("diagnostic").evaluateAll((els) => els.map((e) => e.getAttribute("data-code"))),
+    ).resolves.toContain("prefix_mismatch");
+    await screenshot(p, "05-rollout-triplets");
+  });
+
+  it("shows a ReAct rollout's training row with the observation tokens masked out", async () => {
+    const task = SEED_TASKS[1]!;
+    const p = await page();
+    await p.goto(`${server.url}/dashboard/#/rollouts/${await rolloutIdOf("react", task.a)}`);
+    await p.getByTestId("tab-triplets").click();
+    const row = p.getByTestId("sequence-tokens");
+    expect(await p.getByTestId("sequence").count()).toBe(1);
+    const observed = await row
+      .locator(".tok-observation")
+      .evaluateAll((els) => els.map((e) => [Number(e.textContent), e.getAttribute("data-mask")]));
+    expect(observed).toEqual(mockEncode(REACT_OBSERVATION(task.a + task.b)).map((id) => [id, "0"]));
+    await expect(p.getByTestId("sequence-counts").textContent()).resolves.toContain(
+      `${REACT_OBSERVATION(task.a + task.b).length} observation`,
+    );
+    await screenshot(p, "06-rollout-observation-mask");
+  });
+
+  it("says so when a rollout has no spans, or does not exist", async () => {
+    const p = await page();
+    await p.goto(`${server.url}/dashboard/#/rollouts/${seed.emptyRolloutId}`);
+    await p.getByTestId("state-no-spans").waitFor();
+    await screenshot(p, "07-no-spans");
+    await p.goto(`${server.url}/dashboard/#/rollouts/ro-doesnotexist`);
+    await p.getByTestId("state-not-found").waitFor();
+  });
+
+  it("lists resource versions with diffs and never shows the API key", async () => {
+    const p = await page();
+    await p.goto(`${server.url}/dashboard/#/resources`);
+    await p.getByTestId("page-resources").waitFor();
+    expect(await p.getByTestId("resource-version").count()).toBe(2);
+    const text = (await p.textContent("body")) ?? "";
+    expect(text).not.toContain(SEED_API_KEY);
+    expect(text).toContain("policy-v2 @ http://127.0.0.1:9/v1");
+    const added = await p.locator(".diff-added").allTextContents();
+    expect(added).toContain("+ Show the tool result.");
+    await screenshot(p, "08-resources");
+  });
+
+  it("lists the workers with their heartbeat age", async () => {
+    const p = await page();
+    await p.goto(`${server.url}/dashboard/#/workers`);
+    await p.getByTestId("workers-table").waitFor();
+    const names = await p.locator("[data-testid=worker-row] td:first-child").allTextContents();
+    expect(names.sort()).toEqual(["Worker-0", "Worker-1"]);
+    await screenshot(p, "09-workers");
+  });
+
+  it("draws the training curves from the metrics file, one point per step", async () => {
+    const p = await page();
+    await p.goto(`${server.url}/dashboard/#/training`);
+    const main = p.getByTestId("chart-main");
+    await main.locator("canvas").waitFor();
+    await expect(main.getAttribute("data-points")).resolves.toBe(`${METRIC_STEPS},${METRIC_STEPS}`);
+    await expect(main.locator(".u-legend").textContent()).resolves.toContain("training/reward");
+    expect(await p.getByTestId("chart-actor/pg_loss").count()).toBe(1);
+    await screenshot(p, "10-training");
+  });
+});
+
+describe("other states", () => {
+  it("an empty store says it is empty; a store without a metrics file says so", async () => {
+    const empty = new InMemoryLightningStore({ watchdog: false });
+    const emptyServer = await startStoreServer({
+      store: empty,
+      port: 0,
+      logger: quiet,
+      dashboard: createDashboardApp({ assetsDir }),
+    });
+    try {
+      const p = await page(null);
+      await p.goto(`${emptyServer.url}/dashboard/`);
+      await p.getByTestId("state-empty").waitFor();
+      await screenshot(p, "11-empty-store");
+      await p.goto(`${emptyServer.url}/dashboard/#/training`);
+      await p.getByTestId("state-no-metrics").waitFor();
+      await p.goto(`${emptyServer.url}/dashboard/#/workers`);
+      await p.getByTestId("state-no-workers").waitFor();
+    } finally {
+      await emptyServer.close();
+      await empty.close();
+    }
+  });
+
+  it("agl-dashboard standalone: forwards to the store with the token, and says when the store is unreachable", async () => {
+    const standalone = await startDashboardServer({ storeUrl: server.url, port: 0, assetsDir });
+    const dead = await startDashboardServer({
+      storeUrl: "http://127.0.0.1:9",
+      port: 0,
+      assetsDir,
+      timeoutMs: 5000,
+    });
+    try {
+      const p = await page();
+      await p.goto(standalone.url);
+      await p.getByTestId("rollouts-table").waitFor();
+      expect(await p.getByTestId("rollout-row").count()).toBe(50);
+      const q = await page();
+      await q.goto(dead.url);
+      await q.getByTestId("state-unreachable").waitFor();
+      await screenshot(q, "12-unreachable");
+    } finally {
+      await standalone.close();
+      await dead.close();
+    }
+  });
+});
