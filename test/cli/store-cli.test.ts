@@ -58,6 +58,7 @@ describe("agl-store start-up lines", () => {
       "0.0.0.0",
       "--log-level",
       "info",
+      "--no-dashboard",
     ]);
     await waitFor(child, /store server listening/);
     const lines = child
@@ -75,7 +76,17 @@ describe("agl-store start-up lines", () => {
   });
 
   it("with a token on loopback there is no warning", async () => {
-    const child = store(["--db", "memory", "--port", "0", "--token", "t", "--log-level", "info"]);
+    const child = store([
+      "--db",
+      "memory",
+      "--port",
+      "0",
+      "--token",
+      "t",
+      "--log-level",
+      "info",
+      "--no-dashboard",
+    ]);
     await waitFor(child, /store server listening/);
     expect(child.stderr()).toMatch(/opened in-memory store/);
     expect(child.stderr()).not.toMatch(/has no token/);
