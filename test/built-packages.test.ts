@@ -47,8 +47,22 @@ describe("built packages", () => {
     expect(manifest.exports["."].import).toBe("./dist/index.js");
   });
 
+  it("require() works too: the exports carry a default condition (Node >= 20.19 loads ESM through it)", async () => {
+    const manifest = JSON.parse(readFileSync(join(core, "package.json"), "utf8"));
+    for (const entry of Object.values(manifest.exports) as Array<Record<string, string>>) {
+      expect(entry.default).toBe(entry.import);
+    }
+    expect(manifest.sideEffects).toBe(false);
+    const { stdout } = await run(
+      process.execPath,
+      ["-e", "const c = require('@agl/core'); process.stdout.write(typeof c.Trainer + ' ' + typeof c.llm)"],
+      { cwd: example, timeout: 30_000 },
+    );
+    expect(stdout).toBe("function function");
+  });
+
   it("runs the built hello example end to end and prints the per-rollout summary", async () => {
-    const { stdout } = await run(process.execPath, [join(example, "dist/main.js")], {
+    const { stdout, stderr } = await run(process.execPath, [join(example, "dist/main.js")], {
       cwd: example,
       timeout: 60_000,
       env: { ...process.env, AGL_LOG_LEVEL: "warn" },
@@ -57,12 +71,15 @@ describe("built packages", () => {
     expect(lines[0]).toMatch(/^rollout\s+name\s+greeting\s+status\s+reward\s+spans$/);
     const rows = lines.filter((l) => /^ro-[0-9a-f]{12}\s/.test(l)).map((l) => l.split(/\s+/));
     expect(rows.map((r) => [r[1], r[3], r[4], r[5]])).toEqual([
-      ["Ada", "succeeded", "1.00", "2"],
-      ["Linus", "succeeded", "1.00", "2"],
-      ["Grace", "succeeded", "0.00", "2"],
-      ["Alan", "succeeded", "1.00", "2"],
+      // The LLM call, the reward, and the agent.rollout span enclosing them.
+      ["Ada", "succeeded", "1.00", "3"],
+      ["Linus", "succeeded", "1.00", "3"],
+      ["Grace", "succeeded", "0.00", "3"],
+      ["Alan", "succeeded", "1.00", "3"],
     ]);
     expect(stdout).toContain("rollouts: 4  succeeded: 4  failed: 0  mean reward: 0.750");
     expect(stdout).toContain("LLM calls served: 4");
+    // dev() prints its compact table on stderr, leaving stdout to the program.
+    expect(stderr).toMatch(/^agl dev: 4 rollouts, 4 succeeded, 0 failed, mean reward 0\.750/m);
   });
 });

@@ -138,7 +138,7 @@ async function main(): Promise<void> {
   try {
     const trainer = new Trainer({
       nRunners: 2,
-      initialResources: { main_llm: llm({ endpoint: server.baseURL, model: "mock-model", api_key: "none" }) },
+      initialResources: { main_llm: llm({ endpoint: server.baseURL, model: "mock-model" }) },
     });
     const tasks: Task[] = [
       { a: 2, b: 3 },

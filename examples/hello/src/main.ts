@@ -63,11 +63,11 @@ async function main(): Promise<void> {
     const trainer = new Trainer({
       nRunners: 2,
       initialResources: {
-        main_llm: llm({ endpoint: server.baseURL, model: "mock-model", api_key: "not-needed" }),
+        main_llm: llm({ endpoint: server.baseURL, model: "mock-model" }),
         greeting_prompt: promptTemplate("Say hello to {name}."),
       },
     });
-    const { result } = await trainer.dev<Task, BaselineSummary>(agent, tasks);
+    const { result } = await trainer.dev(agent, tasks);
     printSummary(result);
     console.log(`LLM calls served: ${server.requests.length}`);
   } finally {

@@ -25,10 +25,11 @@ export {
   type LegacyTask,
   LegacyTaskSchema,
 } from "./legacy-client.js";
-export { loadAgent } from "./load-agent.js";
+export { AgentModuleError, loadAgent } from "./load-agent.js";
+export { probeStore, StoreAuthError, StoreUnreachableError } from "./probe.js";
 export {
   LightningStoreClient,
   type LightningStoreClientOptions,
   type StoreServerInfo,
 } from "./store-client.js";
-export { Worker, type WorkerOptions } from "./worker.js";
+export { DEFAULT_WORKER_TIMEOUT_SECONDS, Worker, type WorkerOptions } from "./worker.js";

@@ -73,6 +73,7 @@ import {
   trustedSpans,
   wireQuery,
 } from "./http/wire.js";
+import { parseClientOptions } from "./options.js";
 
 /**
  * An id as one path segment. Ids the store rejects (`.` and `..() => `, which URL normalisation would turn
@@ -119,7 +120,7 @@ export class LightningStoreClient implements LightningStore {
   private batchRoutes: boolean | undefined;
 
   constructor(options: LightningStoreClientOptions | string) {
-    const opts = typeof options === "string" ? { url: options } : options;
+    const opts = parseClientOptions(options);
     this.http = new StoreTransport(opts);
     this.url = this.http.root;
     this.waitChunkSeconds = opts.waitChunkSeconds ?? 10;

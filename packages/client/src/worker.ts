@@ -1,8 +1,9 @@
 /**
  * A worker process: the core Runner claiming rollouts from a remote store server with N concurrent
- * rollouts. The first SIGINT/SIGTERM stops claiming and lets in-flight rollouts finish (within the
- * grace period, after which they are marked failed so the store can retry them); a second one
- * exits at once (attempts left running are then recovered by the store's watchdog).
+ * rollouts. It probes the store first (a wrong token or URL fails at once with the fix, an unreachable
+ * store is retried with one line per try). The first SIGINT/SIGTERM stops claiming and lets in-flight
+ * rollouts finish (within the grace period, after which they are marked failed so the store can retry
+ * them); a second one marks the rollouts it still holds failed, then exits.
  */
 import {
   type AgentLike,
@@ -13,7 +14,12 @@ import {
   type RunnerSummary,
 } from "@agl/core";
 import { HttpError } from "./http/errors.js";
+import { WorkerOptionsSchema } from "./options.js";
+import { probeStore } from "./probe.js";
 import { LightningStoreClient, type StoreServerInfo } from "./store-client.js";
+
+/** Default deadline of an attempt whose rollout sets no `timeout_seconds` (30 minutes). */
+export const DEFAULT_WORKER_TIMEOUT_SECONDS = 1800;
 
 export interface WorkerOptions {
   /** A store server URL (e.g. http://127.0.0.1:4747) or any LightningStore. */
@@ -31,11 +37,21 @@ export interface WorkerOptions {
   proxyTokenSecret?: string;
   /** Poll interval when the queue is empty. Default 1000 ms. */
   pollIntervalMs?: number;
-  /** How long in-flight rollouts may finish after a stop. Default 30 s. */
+  /** How long in-flight rollouts may finish after a stop (or after the store ended them). Default 30 s. */
   gracePeriodMs?: number;
   /** Stop after claiming this many rollouts. */
   maxRollouts?: number;
   heartbeatIntervalSeconds?: number;
+  /**
+   * Deadline of attempts whose rollout has no `timeout_seconds`: the agent's signal is aborted and the
+   * attempt marked `timeout`. Default 1800 (30 min); null for none.
+   */
+  defaultTimeoutSeconds?: number | null;
+  /**
+   * How long `run()` keeps trying to reach the store at start before it fails. Default 30 s; 0 checks
+   * once. A refused token fails at once whatever this is.
+   */
+  startupTimeoutSeconds?: number;
   /** Stop gracefully on SIGINT/SIGTERM. Default true. */
   handleSignals?: boolean;
   logger?: Logger;
@@ -45,31 +61,41 @@ export class Worker {
   readonly runner: Runner;
   readonly store: LightningStore;
   private readonly ownsStore: boolean;
+  private readonly storeUrl: string | undefined;
+  private readonly token: string | null;
   private readonly controller = new AbortController();
   private readonly handleSignals: boolean;
+  private readonly startupTimeoutSeconds: number;
   private readonly logger: Logger;
   private signalCount = 0;
+  private probed = false;
 
   constructor(options: WorkerOptions) {
-    this.ownsStore = typeof options.store === "string";
+    const opts = WorkerOptionsSchema.parse(options);
+    this.ownsStore = typeof opts.store === "string";
+    this.storeUrl = typeof opts.store === "string" ? opts.store : undefined;
+    this.token = opts.token ?? null;
     this.store =
-      typeof options.store === "string"
-        ? new LightningStoreClient({ url: options.store, token: options.token ?? null })
-        : options.store;
-    this.logger = options.logger ?? consoleLogger();
-    this.handleSignals = options.handleSignals ?? true;
+      typeof opts.store === "string"
+        ? new LightningStoreClient({ url: opts.store, token: opts.token ?? null })
+        : opts.store;
+    this.logger = opts.logger ?? consoleLogger();
+    this.handleSignals = opts.handleSignals ?? true;
+    this.startupTimeoutSeconds = opts.startupTimeoutSeconds ?? 30;
     this.runner = new Runner({
       store: this.store,
-      agent: options.agent,
-      concurrency: options.concurrency ?? 1,
-      ...(options.workerId ? { workerId: options.workerId } : {}),
-      ...(options.proxyTokenSecret === undefined ? {} : { proxyTokenSecret: options.proxyTokenSecret }),
-      pollIntervalMs: options.pollIntervalMs ?? 1000,
-      gracePeriodMs: options.gracePeriodMs ?? 30_000,
-      ...(options.maxRollouts ? { maxRollouts: options.maxRollouts } : {}),
-      ...(options.heartbeatIntervalSeconds
-        ? { heartbeatIntervalSeconds: options.heartbeatIntervalSeconds }
-        : {}),
+      agent: opts.agent,
+      concurrency: opts.concurrency ?? 1,
+      ...(opts.workerId ? { workerId: opts.workerId } : {}),
+      ...(opts.proxyTokenSecret === undefined ? {} : { proxyTokenSecret: opts.proxyTokenSecret }),
+      pollIntervalMs: opts.pollIntervalMs ?? 1000,
+      gracePeriodMs: opts.gracePeriodMs ?? 30_000,
+      defaultTimeoutSeconds:
+        opts.defaultTimeoutSeconds === undefined
+          ? DEFAULT_WORKER_TIMEOUT_SECONDS
+          : opts.defaultTimeoutSeconds,
+      ...(opts.maxRollouts ? { maxRollouts: opts.maxRollouts } : {}),
+      ...(opts.heartbeatIntervalSeconds ? { heartbeatIntervalSeconds: opts.heartbeatIntervalSeconds } : {}),
       logger: this.logger,
     });
   }
@@ -96,7 +122,25 @@ export class Worker {
     }
   }
 
-  /** Run until stopped (signal, stop(), or maxRollouts claimed); resolves with the runner's summary. */
+  /**
+   * Check the store server answers with this token (run() does it first; call it earlier to fail before
+   * anything else): StoreAuthError at once on 401/403, StoreUnreachableError after the start-up timeout.
+   */
+  async probe(): Promise<void> {
+    if (this.storeUrl === undefined || this.probed) return;
+    await probeStore(this.storeUrl, {
+      token: this.token,
+      timeoutSeconds: this.startupTimeoutSeconds,
+      logger: this.logger,
+      signal: this.controller.signal,
+    });
+    this.probed = true;
+  }
+
+  /**
+   * Probe the store, then run until stopped (signal, stop(), or maxRollouts claimed); resolves with the
+   * runner's summary. Rejects at once when the store refuses the token.
+   */
   async run(options: { signal?: AbortSignal } = {}): Promise<RunnerSummary> {
     const onSignal = (name: NodeJS.Signals) => {
       this.signalCount++;
@@ -105,12 +149,14 @@ export class Worker {
           `worker ${this.workerId}: ${name}, finishing ${this.runner.inFlightCount} in-flight rollout(s)`,
         );
         this.stop();
-      } else {
-        this.logger.warn(
-          `worker ${this.workerId}: second ${name}, exiting without waiting for in-flight rollouts`,
-        );
-        process.exit(130);
+        return;
       }
+      this.logger.warn(
+        `worker ${this.workerId}: second ${name}, marking ${this.runner.inFlightCount} held rollout(s) failed and exiting`,
+      );
+      // Bounded: a store that does not answer must not keep a process that was told twice to go.
+      const bound = new Promise((resolve) => setTimeout(resolve, 5000).unref());
+      void Promise.race([this.runner.abandonInFlight(), bound]).finally(() => process.exit(130));
     };
     const external = options.signal;
     const onExternal = () => this.stop();
@@ -121,6 +167,7 @@ export class Worker {
       process.on("SIGTERM", onSignal);
     }
     try {
+      await this.probe();
       return await this.runner.run({ signal: this.controller.signal });
     } finally {
       external?.removeEventListener("abort", onExternal);

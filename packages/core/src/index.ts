@@ -4,6 +4,8 @@ export * from "./agent/resources.js";
 export * from "./agent/rollout.js";
 export * from "./agent/types.js";
 export * from "./auth/scoped-token.js";
+// --- runtime: logging, tracing, emitters, instrumentation, agents, runner, trainer
+export * from "./cli-support.js";
 export * from "./emitters/emit.js";
 export * from "./emitters/operation.js";
 export type { EmitOptions } from "./emitters/record.js";
@@ -11,10 +13,11 @@ export * from "./emitters/reward.js";
 export * from "./emitters/reward-reader.js";
 export * from "./errors.js";
 export * from "./instrument/openai.js";
-// --- runtime: logging, tracing, emitters, instrumentation, agents, runner, trainer
+export * from "./log-wiring.js";
 export * from "./logger.js";
-export { isLightningStore, parseOptions } from "./options.js";
+export { httpUrl, httpUrlProblem, isLightningStore, parseOptions } from "./options.js";
 export * from "./redact.js";
+export * from "./runner/retry-backoff.js";
 export * from "./runner/runner.js";
 export * from "./runner/system-snapshot.js";
 export * from "./store/inputs.js";

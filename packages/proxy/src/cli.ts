@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-import { redactSecrets } from "@agl/core";
+import { exitWithError, installLogging, logFlagOptions, packageVersion, redactSecrets } from "@agl/core";
 import { Command, InvalidArgumentError, Option } from "commander";
+import pino from "pino";
+import pretty from "pino-pretty";
 import type { BackendConfig } from "./backends.js";
 import type { LLMProxyOptions } from "./options.js";
 import { LLMProxy } from "./proxy.js";
@@ -33,6 +35,12 @@ export function parseBackend(spec: string): BackendConfig {
 }
 
 export function buildProgram(): Command {
+  const program = buildOptions();
+  for (const option of logFlagOptions(Option)) program.addOption(option);
+  return program.version(packageVersion(import.meta.url), "-V, --version");
+}
+
+function buildOptions(): Command {
   return (
     new Command("agl-proxy")
       .description("OpenAI-compatible LLM gateway that records exact token ids into a LightningStore")
@@ -140,14 +148,22 @@ export async function main(argv = process.argv): Promise<void> {
   const program = buildProgram();
   program.parse(argv);
   const o = program.opts();
+  const { logger } = installLogging({
+    pino,
+    pretty,
+    level: o.logLevel,
+    format: o.logFormat,
+    name: "agl-proxy",
+  });
   const store = await loadStore(o.store, {
     module: o.storeModule,
     token: o.storeToken ?? process.env.AGL_STORE_TOKEN ?? null,
   });
   const proxy = new LLMProxy({ store, ...proxyOptionsFromArgs(o) });
   const url = await proxy.start();
-  console.log(
+  logger.info(
     `agl-proxy listening on ${url} (OpenAI base URL ${url}/v1), recording into ${redactSecrets(o.storeModule ?? o.store)}`,
+    { url },
   );
   if (o.relay)
     console.log(`agl-proxy relay mode: workers connect to ${url.replace(/^http/, "ws")}/ws/worker`);
@@ -155,7 +171,7 @@ export async function main(argv = process.argv): Promise<void> {
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    console.log(`agl-proxy: ${signal}, draining`);
+    logger.info(`${signal}, draining`);
     await proxy.stop();
     await store.close?.();
     process.exit(0);
@@ -166,8 +182,5 @@ export async function main(argv = process.argv): Promise<void> {
 
 const invokedDirectly = process.argv[1] && /agl-proxy|cli\.(js|ts)$/.test(process.argv[1]);
 if (invokedDirectly) {
-  main().catch((error) => {
-    console.error(`agl-proxy: ${redactSecrets((error as Error).message)}`);
-    process.exit(1);
-  });
+  main().catch((error) => exitWithError("agl-proxy", error));
 }

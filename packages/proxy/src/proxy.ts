@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import {
   generateTokenSecret,
+  getLogger,
   type LLM,
   type ProxyLLM,
   proxyLLM,
@@ -27,9 +28,10 @@ import { matchLLMRoute } from "./routes.js";
 import { type SessionRecord, SessionRegistry } from "./sessions.js";
 import { SpanWriter } from "./span-writer.js";
 
-const consoleLogger: ProxyLogger = {
-  warn: (m) => console.warn(`[agl-proxy] ${redactSecrets(m)}`),
-  error: (m) => console.error(`[agl-proxy] ${redactSecrets(m)}`),
+// The process-wide agl logger (pino when the agl-proxy CLI installed it, else console); secrets redacted.
+const processLogger: ProxyLogger = {
+  warn: (m) => getLogger().warn(redactSecrets(m)),
+  error: (m) => getLogger().error(redactSecrets(m)),
 };
 
 /**
@@ -53,7 +55,7 @@ export class LLMProxy {
   constructor(options: LLMProxyOptions) {
     this.options = resolveOptions(options);
     const o = this.options;
-    this.log = o.logger ?? consoleLogger;
+    this.log = o.logger ?? processLogger;
     this.pool = new BackendPool(o.backends, {
       allowedFailures: o.allowedFailures,
       cooldownMs: o.cooldownMs,

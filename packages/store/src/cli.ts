@@ -6,13 +6,17 @@
  *   agl-store --db postgres://user@host/db
  *   agl-store --db memory
  *
- * Logs are JSON lines on stderr. SIGINT/SIGTERM stop accepting requests, let in-flight ones finish,
- * then close the database.
+ * Logs go to stderr (pino: JSON lines, or readable on a terminal; --log-level / AGL_LOG_LEVEL), the
+ * first line says which store was opened. SIGINT/SIGTERM stop accepting requests, let in-flight ones
+ * finish, then close the database. Bad flags exit 1 with one line naming the flag.
  */
-import { Command, InvalidArgumentError } from "commander";
+import { exitWithError, installLogging, logFlagOptions, packageVersion } from "@agl/core";
+import { Command, InvalidArgumentError, Option } from "commander";
+import pino from "pino";
+import pretty from "pino-pretty";
 import { loadDashboard } from "./dashboard-loader.js";
-import { openStore } from "./index.js";
-import { jsonLinesLogger, silentServerLogger } from "./server/logging.js";
+import { describeStoreUri, openStore, parseStoreUri } from "./index.js";
+import { silentServerLogger } from "./server/logging.js";
 import { startStoreServer } from "./server/server.js";
 
 function intInRange(min: number, max: number) {
@@ -30,12 +34,23 @@ function positiveNumber(value: string): number {
   return n;
 }
 
+function storeUri(value: string): string {
+  try {
+    parseStoreUri(value);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
+  return value;
+}
+
 const program = new Command()
   .name("agl-store")
   .description("Serve an Agent Lightning store over HTTP")
+  .version(packageVersion(import.meta.url), "-V, --version")
   .option(
     "--db <uri>",
-    "sqlite:<path> | postgres://... | memory (a bare path means SQLite)",
+    "memory | sqlite:<path> | a path with a / or an extension (SQLite) | postgres://...",
+    storeUri,
     "sqlite:./agl.db",
   )
   .option("--host <host>", "interface to listen on", "127.0.0.1")
@@ -53,59 +68,65 @@ const program = new Command()
     positiveNumber,
     20,
   )
-  .option("--quiet", "no request logs")
+  .option("--quiet", "no request logs (start-up and shutdown lines stay)")
   .option(
     "--no-dashboard",
     "do not serve the web dashboard at /dashboard (served when @agl/dashboard is installed)",
   )
-  .option("--metrics <file>", "a trainer's metrics log (JSON lines) for the dashboard's Training page")
-  .action(async (opts) => {
-    const logger = opts.quiet ? silentServerLogger : jsonLinesLogger();
-    const store = await openStore(opts.db);
-    const token: string | null = opts.token ?? process.env.AGL_STORE_TOKEN ?? null;
-    const dashboard = opts.dashboard
-      ? await loadDashboard({ token, metricsFile: opts.metrics ?? null })
-      : null;
-    const server = await startStoreServer({
-      store,
-      host: opts.host,
-      port: opts.port,
-      token,
-      dashboard: dashboard ?? undefined,
-      bodyLimitBytes: Math.round(opts.bodyLimitMb * 1024 * 1024),
-      requestTimeoutMs: opts.requestTimeoutMs,
-      maxWaitSeconds: opts.maxWaitSeconds,
-      logger,
-      closeStore: true,
-      publicUrl: opts.publicUrl ?? (process.env.AGL_STORE_PUBLIC_URL || null),
-    });
-    if (opts.quiet) {
-      // Keep the startup line even when quiet: scripts read the URL from it.
-      process.stderr.write(
-        `${JSON.stringify({ level: "info", msg: "store server listening", url: server.url, ...(server.publicUrl !== server.url ? { public_url: server.publicUrl } : {}) })}\n`,
-      );
-    }
-    let stopping = false;
-    const stop = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        process.stderr.write(`agl-store: second ${signal}, exiting now\n`);
-        process.exit(130);
-      }
-      stopping = true;
-      logger.info("shutting down", { signal });
-      server.close().then(
-        () => process.exit(0),
-        (error: unknown) => {
-          process.stderr.write(`agl-store: shutdown failed: ${String(error)}\n`);
-          process.exit(1);
-        },
-      );
-    };
-    process.on("SIGINT", stop);
-    process.on("SIGTERM", stop);
-  });
+  .option("--metrics <file>", "a trainer's metrics log (JSON lines) for the dashboard's Training page");
 
-program.parseAsync(process.argv).catch((error: unknown) => {
-  process.stderr.write(`agl-store: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(1);
+for (const option of logFlagOptions(Option)) program.addOption(option);
+
+program.action(async (opts) => {
+  const { logger: cliLogger, level } = installLogging({
+    pino,
+    pretty,
+    level: opts.logLevel,
+    format: opts.logFormat,
+    name: "agl-store",
+  });
+  const logger = opts.quiet ? silentServerLogger : cliLogger;
+  const store = await openStore(opts.db);
+  cliLogger.info(`opened ${describeStoreUri(opts.db)}`, { db: describeStoreUri(opts.db) });
+  const token: string | null = opts.token ?? process.env.AGL_STORE_TOKEN ?? null;
+  const dashboard = opts.dashboard ? await loadDashboard({ token, metricsFile: opts.metrics ?? null }) : null;
+  const server = await startStoreServer({
+    store,
+    host: opts.host,
+    port: opts.port,
+    token,
+    dashboard: dashboard ?? undefined,
+    bodyLimitBytes: Math.round(opts.bodyLimitMb * 1024 * 1024),
+    requestTimeoutMs: opts.requestTimeoutMs,
+    maxWaitSeconds: opts.maxWaitSeconds,
+    logger,
+    closeStore: true,
+    publicUrl: opts.publicUrl ?? (process.env.AGL_STORE_PUBLIC_URL || null),
+  });
+  // The listening line (the server logs it at info) is printed whatever the level: scripts read the URL.
+  if (opts.quiet || (level !== "debug" && level !== "info")) {
+    pino({ name: "agl-store" }, pino.destination({ fd: 2, sync: true })).info(
+      { url: server.url, ...(server.publicUrl !== server.url ? { public_url: server.publicUrl } : {}) },
+      "store server listening",
+    );
+  }
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      cliLogger.warn(`second ${signal}, exiting now`);
+      process.exit(130);
+    }
+    stopping = true;
+    cliLogger.info("shutting down", { signal });
+    server.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        exitWithError("agl-store", new Error(`shutdown failed: ${String(error)}`));
+      },
+    );
+  };
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
 });
+
+program.parseAsync(process.argv).catch((error: unknown) => exitWithError("agl-store", error));

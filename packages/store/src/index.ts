@@ -1,6 +1,12 @@
 // Store server (HTTP: REST v0.3, OTLP ingest, legacy task API).
 
-export { type OpenStoreOptions, openStore, parseStoreUri, type StoreKind } from "./open-store.js";
+export {
+  describeStoreUri,
+  type OpenStoreOptions,
+  openStore,
+  parseStoreUri,
+  type StoreKind,
+} from "./open-store.js";
 export { migratePostgres, POSTGRES_MIGRATIONS } from "./postgres/migrations.js";
 export {
   PostgresLightningStore,

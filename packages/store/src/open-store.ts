@@ -3,6 +3,8 @@
  * `sqlite:///abs/path.db`, `file:...` or a bare path is the embedded SQLite store (the default whenever
  * a path is given); `postgres://...` / `postgresql://...` is PostgreSQL.
  */
+import { existsSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { InMemoryLightningStore, InvalidArgumentError, type LightningStore } from "@agl/core";
 import { PostgresLightningStore, type PostgresStoreOptions } from "./postgres/postgres-store.js";
 import { SqliteLightningStore, type SqliteStoreOptions } from "./sqlite/sqlite-store.js";
@@ -41,7 +43,28 @@ export function parseStoreUri(uri: string): { kind: StoreKind; location: string 
       `unsupported store URI scheme in ${JSON.stringify(uri)}; use memory:, sqlite:PATH or postgres://`,
     );
   }
+  // A bare word ("postgres", "mem") is almost always a mistyped URI, not a file name: silently creating
+  // a SQLite file called "postgres" loses the user's data to the wrong place.
+  if (!/[/\\.]/.test(value)) {
+    throw new InvalidArgumentError(
+      "db",
+      `${JSON.stringify(uri)} is not a store URI: use memory, sqlite:./${value}.db (or any path with a / or an extension) or postgres://user@host/db`,
+    );
+  }
   return { kind: "sqlite", location: value };
+}
+
+/** One line saying which store a URI opens (passwords masked), for start-up logs. */
+export function describeStoreUri(uri: string): string {
+  const { kind, location } = parseStoreUri(uri);
+  switch (kind) {
+    case "memory":
+      return "in-memory store (its data is lost when the process exits)";
+    case "sqlite":
+      return `SQLite store ${resolve(location)}`;
+    case "postgres":
+      return `PostgreSQL store ${location.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@")}`;
+  }
 }
 
 export async function openStore(uri: string, options: OpenStoreOptions = {}): Promise<LightningStore> {
@@ -49,8 +72,16 @@ export async function openStore(uri: string, options: OpenStoreOptions = {}): Pr
   switch (kind) {
     case "memory":
       return new InMemoryLightningStore(options.memory);
-    case "sqlite":
+    case "sqlite": {
+      const dir = dirname(resolve(location));
+      if (!existsSync(dir)) {
+        throw new InvalidArgumentError(
+          "db",
+          `directory ${dir} does not exist (SQLite file ${resolve(location)}); create it first`,
+        );
+      }
       return new SqliteLightningStore(location, options.sqlite);
+    }
     case "postgres":
       return PostgresLightningStore.connect(location, options.postgres);
   }

@@ -1,9 +1,11 @@
+import { InvalidArgumentError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import {
   isLLM,
   type LLM,
   type NamedResources,
   type PromptTemplate,
+  type ProxyLLM,
   resolveForAttempt,
 } from "../types/resources.js";
 import type { AttemptedRollout } from "../types/rollout.js";
@@ -32,13 +34,19 @@ export function buildRolloutContext(
       attempted.attempt.attempt_id,
       proxyApiKey === undefined ? {} : { apiKey: proxyApiKey },
     );
-    resolved[name] = r;
+    resolved[name] = isLLM(r) ? withEnvApiKey(r, name) : r;
     if (isLLM(r)) {
       llmNames.push(name);
-      llm ??= r as LLM;
+      llm ??= resolved[name] as LLM;
     } else if (r.resource_type === "prompt_template") {
       promptTemplate ??= r;
     }
+  }
+  if (llmNames.length === 0 && logger && !warnedNoLLM.has(logger)) {
+    warnedNoLLM.add(logger);
+    logger.warn(
+      `no LLM resource among the published resources (${Object.keys(resources).join(", ") || "none"}): the agent's context.llm is undefined; publish one, e.g. new Trainer({ initialResources: { main_llm: llm({ endpoint, model }) } })`,
+    );
   }
   if (llmNames.length > 1) {
     logger?.warn(
@@ -46,4 +54,24 @@ export function buildRolloutContext(
     );
   }
   return { llm, promptTemplate, rollout: attempted, resources: resolved, signal };
+}
+
+/** Loggers already told that no LLM resource exists (once per runner's logger, not per rollout). */
+const warnedNoLLM = new WeakSet<Logger>();
+
+/**
+ * An LLM whose key is referenced by name (`api_key_env`) gets the key from this process's environment:
+ * it is read here, on the worker, so it never travels through the store. A missing variable fails the
+ * attempt with the variable's name (never a value).
+ */
+function withEnvApiKey<R extends LLM | ProxyLLM>(resource: R, name: string): R {
+  if (!resource.api_key_env || resource.api_key) return resource;
+  const key = process.env[resource.api_key_env];
+  if (key === undefined || key === "") {
+    throw new InvalidArgumentError(
+      `resources.${name}.api_key_env`,
+      `environment variable ${resource.api_key_env} is not set on this worker (resource "${name}" reads its API key from it)`,
+    );
+  }
+  return { ...resource, api_key: key };
 }

@@ -31,7 +31,20 @@ export function rollout<This, M extends (this: This, task: any, context: Rollout
   context: ClassMethodDecoratorContext<This, M>,
 ): M;
 export function rollout<T = any>(fn: RolloutFunction<T>, options?: RolloutOptions): FunctionalLitAgent<T>;
-export function rollout(fn: unknown, second?: unknown): unknown {
+// Last, so TypeScript's "the last overload gave the following error" under experimentalDecorators is this
+// sentence rather than a page of unrelated mismatches.
+export function rollout(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: "@rollout is a standard (TC39) decorator: turn off experimentalDecorators for this file, or use rollout(fn)",
+): never;
+export function rollout(fn: unknown, second?: unknown, third?: unknown): unknown {
+  if (isLegacyDecoratorCall(fn, second, third)) {
+    throw new InvalidArgumentError(
+      String(second),
+      `@rollout on ${String(second)} was compiled as a legacy decorator (tsconfig "experimentalDecorators": true, as in NestJS/TypeORM projects); @rollout is a standard decorator. Either set "experimentalDecorators": false for the agent's file/project, or skip the decorator: pass \`rollout((task, ctx) => agent.${String(second)}(task, ctx))\` or an object with a rollout(task, ctx) method`,
+    );
+  }
   if (typeof fn !== "function") {
     throw new InvalidArgumentError("fn", `rollout() needs a function, got ${describeValue(fn)}`);
   }
@@ -53,6 +66,18 @@ export function rollout(fn: unknown, second?: unknown): unknown {
     throw new InvalidArgumentError("options.name", "must be a non-empty string");
   }
   return new FunctionalLitAgent(fn as RolloutFunction, options);
+}
+
+/** (prototype, key, descriptor): how TypeScript's experimentalDecorators calls a method decorator. */
+function isLegacyDecoratorCall(target: unknown, key: unknown, descriptor: unknown): boolean {
+  return (
+    (typeof target === "object" || typeof target === "function") &&
+    target !== null &&
+    (typeof key === "string" || typeof key === "symbol") &&
+    typeof descriptor === "object" &&
+    descriptor !== null &&
+    "value" in descriptor
+  );
 }
 
 function isMethodDecoratorContext(value: unknown): value is ClassMethodDecoratorContext {

@@ -86,7 +86,10 @@ it(`runs ${N} rollouts at once in one process without attributing any span to th
     const spans = (await trainer.store.querySpans(report.rolloutId)).items;
     const llmSpans = spans.filter((s) => s.name === "openai.chat.completion");
     expect(llmSpans).toHaveLength(2);
-    expect(spans).toHaveLength(3);
+    // Two LLM calls and a reward, all children of the attempt's agent.rollout span: one trace per rollout.
+    expect(spans).toHaveLength(4);
+    const root = spans.find((s) => s.name === "agent.rollout")!;
+    for (const s of spans) expect(s.trace_id).toBe(root.trace_id);
     expect(findFinalReward(spans)).toBe(id);
     const [a, b] = llmSpans.map((s) => s.attributes);
     expect(a!["gen_ai.prompt.0.content"]).toBe(`task ${id}`);
@@ -94,7 +97,7 @@ it(`runs ${N} rollouts at once in one process without attributing any span to th
     expect(mockDecode(a!.response_token_ids as number[])).toBe(`Echo: task ${id}`);
     expect(b!["gen_ai.prompt.0.content"]).toBe(`again ${id}: Echo: task ${id}`);
     expect(b!["gen_ai.completion.0.content"]).toBe(`Echo: again ${id}: Echo: task ${id}`);
-    expect(spans.map((s) => s.sequence_id)).toEqual([1, 2, 3]);
+    expect(spans.map((s) => s.sequence_id)).toEqual([1, 2, 3, 4]);
     for (const s of spans) {
       expect(s.rollout_id).toBe(report.rolloutId);
       expect(s.resource.attributes["agentlightning.rollout_id"]).toBe(report.rolloutId);
@@ -102,6 +105,6 @@ it(`runs ${N} rollouts at once in one process without attributing any span to th
       seenSpanIds.add(s.span_id);
     }
   }
-  expect(seenSpanIds.size).toBe(3 * N);
-  expect((await trainer.store.statistics()).total_spans).toBe(3 * N);
+  expect(seenSpanIds.size).toBe(4 * N);
+  expect((await trainer.store.statistics()).total_spans).toBe(4 * N);
 }, 60_000);

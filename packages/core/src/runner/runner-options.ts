@@ -21,8 +21,17 @@ export const RunnerOptionsSchema = z.object({
   heartbeatIntervalSeconds: z.number().positive().default(10),
   /** Stop after claiming this many rollouts. */
   maxRollouts: z.number().int().min(1).nullish(),
-  /** On abort, how long in-flight rollouts may still finish before they are marked failed. */
+  /**
+   * On abort, how long in-flight rollouts may still finish before they are marked failed; also how long
+   * an agent whose attempt the store ended (timeout, cancelled) may take to return after its signal is
+   * aborted before it is abandoned and its slot reused.
+   */
   gracePeriodMs: z.number().min(0).default(5000),
+  /**
+   * Deadline of an attempt whose rollout config has no `timeout_seconds`: past it the attempt is marked
+   * `timeout` and the agent's signal aborted. Default none (the rollout's own timeout only).
+   */
+  defaultTimeoutSeconds: z.number().positive().nullish(),
   /**
    * The LLM proxy's token secret (`LLMProxy.tokenSecret`). When set, every ProxyLLM an agent receives
    * carries, as its api_key, a token the proxy accepts only for that rollout attempt.

@@ -12,7 +12,10 @@ import { nowSeconds } from "../types/ids.js";
 import type { NamedResources, ResourceInput } from "../types/resources.js";
 import type { AttemptedRollout, Rollout, RolloutMode } from "../types/rollout.js";
 import { attemptTokenMinter, finishAttempt, loadAttemptResources, markAbandoned } from "./attempt-steps.js";
+import { type AttemptEnd, type AttemptWatch, attemptEndedError, watchAttempt } from "./attempt-watch.js";
 import { recordAgentResult } from "./result-spans.js";
+import { isAuthFailure, RetryBackoff } from "./retry-backoff.js";
+import { withRolloutSpan } from "./rollout-span.js";
 import {
   type AttemptOutcome,
   type RunnerOptions,
@@ -47,6 +50,7 @@ export class Runner {
   private readonly opts: z.output<typeof RunnerOptionsSchema>;
   private readonly inflight = new Map<string, InFlight>();
   private readonly mintAttemptToken: ((attempted: AttemptedRollout) => string) | undefined;
+  private readonly claimRetry: RetryBackoff;
   private wake: () => void = () => {};
   private running = false;
 
@@ -59,6 +63,7 @@ export class Runner {
     this.concurrency = this.opts.concurrency;
     this.workerId = this.opts.workerId ?? `Worker-${process.pid}-${workerCounter++}`;
     this.mintAttemptToken = attemptTokenMinter(this.opts.proxyTokenSecret);
+    this.claimRetry = new RetryBackoff(`worker ${this.workerId}: dequeue`, this.logger);
   }
 
   /** Rollouts being run right now. */
@@ -87,11 +92,12 @@ export class Runner {
     };
     const onAbort = () => this.wake();
     signal?.addEventListener("abort", onAbort);
+    // Not unref'd: while a runner runs (and may hold attempts) the process must stay alive, even when
+    // an agent waits on a promise that nothing else keeps pending.
     const heartbeat = setInterval(
       () => void this.workerHeartbeat(),
       this.opts.heartbeatIntervalSeconds * 1000,
     );
-    heartbeat.unref();
     await this.workerHeartbeat();
     const max = this.opts.maxRollouts ?? Number.POSITIVE_INFINITY;
     try {
@@ -104,7 +110,7 @@ export class Runner {
         const claimed = await this.claim(Math.min(free, max - summary.claimed));
         if (claimed.length === 0) {
           if (signal?.aborted) break;
-          await this.sleep(this.jitter(this.opts.pollIntervalMs));
+          await this.sleep(this.claimRetry.delayMs() ?? this.jitter(this.opts.pollIntervalMs));
           continue;
         }
         for (const attempted of claimed) {
@@ -114,6 +120,10 @@ export class Runner {
       }
       if (signal?.aborted) await this.drainWithGrace(summary);
       else await Promise.all([...this.inflight.values()].map((f) => f.done));
+    } catch (error) {
+      // The store refused us (see claim): the agents still running can no longer report, stop them.
+      for (const entry of this.inflight.values()) entry.controller.abort(error);
+      throw error;
     } finally {
       clearInterval(heartbeat);
       signal?.removeEventListener("abort", onAbort);
@@ -158,13 +168,13 @@ export class Runner {
   ): Promise<AttemptOutcome> {
     const rid = attempted.rollout_id;
     const aid = attempted.attempt.attempt_id;
-    const signal = options.signal ?? new AbortController().signal;
     const abandoned = options.isAbandoned ?? (() => false);
-    const heartbeat = setInterval(
-      () => void this.attemptHeartbeat(rid, aid),
-      this.opts.heartbeatIntervalSeconds * 1000,
-    );
-    heartbeat.unref();
+    // The agent's signal aborts when the runner stops it (options.signal) or the attempt is ended.
+    const agentController = new AbortController();
+    const onOuterAbort = () => agentController.abort(options.signal?.reason);
+    if (options.signal?.aborted) onOuterAbort();
+    options.signal?.addEventListener("abort", onOuterAbort, { once: true });
+    let watch: AttemptWatch | undefined;
     try {
       try {
         await this.store.updateAttempt(rid, aid, { status: "running", last_heartbeat_time: nowSeconds() });
@@ -175,6 +185,13 @@ export class Runner {
         }
         throw error;
       }
+      watch = watchAttempt({
+        store: this.store,
+        attempted,
+        heartbeatMs: this.opts.heartbeatIntervalSeconds * 1000,
+        timeoutSeconds: attempted.config.timeout_seconds ?? this.opts.defaultTimeoutSeconds ?? null,
+        logger: this.logger,
+      });
       const retryDelaysMs = this.opts.storeRetryDelaysMs;
       const trace = this.tracer.traceAttempt({
         rolloutId: rid,
@@ -182,25 +199,39 @@ export class Runner {
         store: this.store,
         ...(retryDelaysMs ? { retryDelaysMs } : {}),
       });
-      let failure: unknown;
-      let hasFailure = false;
-      try {
+      const agentRun = (async () => {
         const resources = await loadAttemptResources(this.store, attempted);
         const context = buildRolloutContext(
           attempted,
           resources,
-          signal,
+          agentController.signal,
           this.logger,
           this.mintAttemptToken?.(attempted),
         );
         const method = attempted.mode === "train" ? "trainingRollout" : "validationRollout";
-        const result = await trace.run(async () => this.agent[method](attempted.input, context));
-        recordAgentResult(result, trace, this.logger);
-      } catch (error) {
-        failure = error;
+        return trace.run(() =>
+          withRolloutSpan(this.tracer, trace, attempted, () => this.agent[method](attempted.input, context)),
+        );
+      })().then(
+        (result) => ({ ok: true as const, result }),
+        (error: unknown) => ({ ok: false as const, error }),
+      );
+      const first = await Promise.race([agentRun, watch.ended]);
+      if ("reason" in first) return await this.abortEndedAttempt(attempted, first, agentController, agentRun);
+      let failure: unknown;
+      let hasFailure = false;
+      if (first.ok) {
+        try {
+          recordAgentResult(first.result, trace, this.logger);
+        } catch (error) {
+          failure = error;
+          hasFailure = true;
+        }
+      } else {
+        failure = first.error;
         hasFailure = true;
-        trace.addCoreFields(emitException(error, { propagate: false }));
       }
+      if (hasFailure) trace.addCoreFields(emitException(failure, { propagate: false }));
       await trace.flush();
       if (abandoned()) return { status: "abandoned" };
       // A result without all its spans is not a success: fail it so the retry policy applies.
@@ -214,19 +245,50 @@ export class Runner {
         ? await finishAttempt(this.store, this.logger, attempted, "failed", failure, finish)
         : await finishAttempt(this.store, this.logger, attempted, "succeeded", undefined, finish);
     } finally {
-      clearInterval(heartbeat);
+      watch?.stop();
+      options.signal?.removeEventListener("abort", onOuterAbort);
     }
+  }
+
+  /**
+   * The store (or the deadline) ended an attempt whose agent is still running: abort the agent's signal
+   * at once and give it the grace period to return; past that it is abandoned so its slot frees up.
+   */
+  private async abortEndedAttempt(
+    attempted: AttemptedRollout,
+    end: AttemptEnd,
+    controller: AbortController,
+    agentRun: Promise<unknown>,
+  ): Promise<AttemptOutcome> {
+    const error = attemptEndedError(attempted, end);
+    this.logger.warn(`${error.message}; aborting the agent`);
+    controller.abort(error);
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<"grace">((resolve) => {
+      timer = setTimeout(() => resolve("grace"), this.opts.gracePeriodMs);
+    });
+    const settled = await Promise.race([agentRun.then(() => "done" as const), grace]);
+    clearTimeout(timer);
+    if (settled === "grace") {
+      this.logger.warn(
+        `agent of rollout ${attempted.rollout_id} ignored its abort signal for ${this.opts.gracePeriodMs} ms; abandoned, its slot is free again`,
+      );
+    }
+    return { status: "stale", reason: end.reason };
   }
 
   private async claim(limit: number): Promise<AttemptedRollout[]> {
     try {
-      if (limit === 1) {
-        const one = await this.store.dequeueRollout({ workerId: this.workerId });
-        return one ? [one] : [];
-      }
-      return await this.store.dequeueManyRollouts({ limit, workerId: this.workerId });
+      const claimed =
+        limit === 1
+          ? await this.store.dequeueRollout({ workerId: this.workerId }).then((one) => (one ? [one] : []))
+          : await this.store.dequeueManyRollouts({ limit, workerId: this.workerId });
+      this.claimRetry.succeeded();
+      return claimed;
     } catch (error) {
-      this.logger.warn(`worker ${this.workerId}: dequeue failed`, error);
+      // A store that refuses our credentials will not change its mind: stop instead of retrying.
+      if (isAuthFailure(error)) throw error;
+      this.claimRetry.failed(error);
       return [];
     }
   }
@@ -271,16 +333,25 @@ export class Runner {
     const first = await Promise.race([all, grace]);
     clearTimeout(timer);
     if (first !== "timeout") return;
-    const left = [...this.inflight.values()];
+    summary.abandoned += await this.abandonInFlight();
+  }
+
+  /**
+   * Give up on every in-flight rollout now: abort the agents' signals and mark the attempts failed (so
+   * the store can retry them elsewhere). For a process that must exit while it still holds rollouts;
+   * resolves with how many it gave up.
+   */
+  async abandonInFlight(): Promise<number> {
+    const left = [...this.inflight.values()].filter((entry) => !entry.abandoned);
     await Promise.all(
       left.map(async (entry) => {
         entry.abandoned = true;
         entry.controller.abort(new Error(`runner ${this.workerId} stopped`));
-        summary.abandoned++;
         await markAbandoned(this.store, this.logger, entry.attempted, this.workerId);
         this.inflight.delete(entry.attempted.attempt.attempt_id);
       }),
     );
+    return left.length;
   }
 
   private async workerHeartbeat(): Promise<void> {
@@ -288,14 +359,6 @@ export class Runner {
       await this.store.updateWorker(this.workerId, { heartbeat_stats: systemSnapshot() });
     } catch (error) {
       this.logger.debug(`worker heartbeat of ${this.workerId} failed`, error);
-    }
-  }
-
-  private async attemptHeartbeat(rolloutId: string, attemptId: string): Promise<void> {
-    try {
-      await this.store.updateAttempt(rolloutId, attemptId, { last_heartbeat_time: nowSeconds() });
-    } catch (error) {
-      this.logger.debug(`heartbeat of attempt ${attemptId} failed`, error);
     }
   }
 

@@ -57,6 +57,7 @@ export class RolloutTrace {
   private chain: Promise<void> = Promise.resolve();
   private scheduled = false;
   private localSeq = 0;
+  private root: { traceId: string; spanId: string } | undefined;
 
   constructor(options: RolloutTraceOptions) {
     this.rolloutId = options.rolloutId;
@@ -115,6 +116,26 @@ export class RolloutTrace {
   get unacknowledgedCount(): number {
     if (!this.store) return 0;
     return this.queue.length + this.retry.length + this.unsent.length;
+  }
+
+  /**
+   * The attempt's enclosing span (the runner's `agent.rollout`): spans recorded from core fields (a
+   * returned reward, an exception) join its trace as its children instead of starting traces of their own.
+   */
+  setRoot(root: { traceId: string; spanId: string }): void {
+    this.root = root;
+  }
+
+  private underRoot(span: Span): Span {
+    if (!this.root) return span;
+    const { traceId, spanId } = this.root;
+    return {
+      ...span,
+      trace_id: traceId,
+      parent_id: spanId,
+      context: { ...span.context!, trace_id: traceId },
+      parent: { trace_id: traceId, span_id: spanId, is_remote: false, trace_state: {} },
+    };
   }
 
   /** Every span of this attempt converted so far (stored or not), in sequence order. */
@@ -206,7 +227,7 @@ export class RolloutTrace {
       tracerName: this.tracerName,
     };
     if (item.kind === "readable") return spanFromReadableStamped(item.span, ids);
-    if (item.kind === "core") return spanFromCoreFields(item.core, ids);
+    if (item.kind === "core") return this.underRoot(spanFromCoreFields(item.core, ids));
     const s = item.span;
     const traceId = s.trace_id || newTraceId();
     const spanId = s.span_id || newSpanId();

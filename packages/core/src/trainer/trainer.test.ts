@@ -47,7 +47,7 @@ describe("Trainer", () => {
       adapter: {
         adapt: (spans: Span[]) => {
           adapted.push(spans);
-          return spans.length;
+          return spans.filter((s) => s.name !== "agent.rollout").length;
         },
       },
       logger: silentLogger,

@@ -1,15 +1,27 @@
 import { z } from "zod";
 import { InvalidArgumentError } from "../errors.js";
+import { getLogger } from "../logger.js";
+import { httpUrlProblem } from "../options.js";
 import { storable } from "./input-rules.js";
 import { parseOrThrow } from "./validate.js";
 
 const SamplingParameters = z.record(z.string(), z.any()).default(() => ({}));
+
+/**
+ * The name of an environment variable holding the API key, read on the worker when the agent runs: the
+ * key itself never enters the store. An agl extension: Python runners ignore it and read `api_key`.
+ */
+const ApiKeyEnv = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name")
+  .optional();
 
 export const LLMSchema = z.object({
   resource_type: z.literal("llm"),
   endpoint: z.string().min(1),
   model: z.string().min(1),
   api_key: z.string().nullable().default(null),
+  api_key_env: ApiKeyEnv,
   sampling_parameters: SamplingParameters,
 });
 export type LLM = z.infer<typeof LLMSchema>;
@@ -19,6 +31,7 @@ export const ProxyLLMSchema = z.object({
   endpoint: z.string().min(1),
   model: z.string().min(1),
   api_key: z.string().nullable().default(null),
+  api_key_env: ApiKeyEnv,
   sampling_parameters: SamplingParameters,
 });
 export type ProxyLLM = z.infer<typeof ProxyLLMSchema>;
@@ -50,14 +63,32 @@ export const ResourcesUpdateSchema = z.object({
 });
 export type ResourcesUpdate = z.infer<typeof ResourcesUpdateSchema>;
 
-/** Build a validated `llm` resource. */
+/**
+ * Build a validated `llm` resource: `endpoint` must be an http(s) URL. Prefer `api_key_env` (the name of
+ * an environment variable read on the worker) to `api_key`, which is stored in clear in the store.
+ */
 export function llm(fields: Omit<z.input<typeof LLMSchema>, "resource_type">): LLM {
-  return parseOrThrow(LLMSchema, { ...fields, resource_type: "llm" }, "llm");
+  return checkLLMFields(parseOrThrow(LLMSchema, { ...fields, resource_type: "llm" }, "llm"), "llm");
 }
 
-/** Build a validated `proxy_llm` resource. */
+/** Build a validated `proxy_llm` resource (same rules as {@link llm}). */
 export function proxyLLM(fields: Omit<z.input<typeof ProxyLLMSchema>, "resource_type">): ProxyLLM {
-  return parseOrThrow(ProxyLLMSchema, { ...fields, resource_type: "proxy_llm" }, "proxy_llm");
+  const resource = parseOrThrow(ProxyLLMSchema, { ...fields, resource_type: "proxy_llm" }, "proxy_llm");
+  return checkLLMFields(resource, "proxy_llm");
+}
+
+let warnedLiteralKey = false;
+
+function checkLLMFields<R extends LLM | ProxyLLM>(resource: R, what: string): R {
+  const problem = httpUrlProblem(resource.endpoint, "endpoint");
+  if (problem) throw new InvalidArgumentError(`${what}.endpoint`, problem);
+  if (resource.api_key && !warnedLiteralKey) {
+    warnedLiteralKey = true;
+    getLogger().warn(
+      `${what}(): a literal api_key is stored in the store in clear and served to every store client; pass api_key_env: "NAME_OF_ENV_VAR" to read it on the worker instead`,
+    );
+  }
+  return resource;
 }
 
 /** Build a validated `prompt_template` resource. */
@@ -123,6 +154,7 @@ export function resolveForAttempt<R extends Resource>(
     endpoint: proxyLLMBaseUrl(resource, rolloutId, attemptId),
     model: resource.model,
     api_key: options.apiKey ?? resource.api_key,
+    ...(resource.api_key_env === undefined ? {} : { api_key_env: resource.api_key_env }),
     sampling_parameters: { ...resource.sampling_parameters },
   };
 }

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import type { ServerResponse } from "node:http";
-import { type LightningStore, redactSecrets } from "@agl/core";
+import { type LightningStore, packageVersion, redactSecrets } from "@agl/core";
 import { Hono } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 import { HTTPException } from "hono/http-exception";
@@ -9,6 +9,7 @@ import { requestDeadline } from "./deadline.js";
 import { errorResponse } from "./errors.js";
 import { registerLegacyRoutes } from "./legacy.js";
 import { jsonLinesLogger, type StoreServerLogger } from "./logging.js";
+import { openApiDocument } from "./openapi.js";
 import { registerOtlpRoutes } from "./otlp/route.js";
 import { registerMiscRoutes } from "./routes-misc.js";
 import { registerRolloutRoutes } from "./routes-rollouts.js";
@@ -128,6 +129,8 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
     app.route(DASHBOARD_PATH, options.dashboard);
     app.get("/", (c) => c.redirect(`${DASHBOARD_PATH}/`));
   }
+  // Built at request time from app.routes, so routes registered after this line are listed too.
+  app.get("/v1/agl/openapi.json", (c) => c.json(openApiDocument(app, packageVersion(import.meta.url))));
 
   app.notFound((c) =>
     c.json({ detail: `No route for ${c.req.method} ${c.req.path}`, error_type: "NotFound" }, 404),

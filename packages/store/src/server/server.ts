@@ -4,6 +4,7 @@ import { InvalidArgumentError, type LightningStore } from "@agl/core";
 import { serve } from "@hono/node-server";
 import { createStoreApp, DEFAULT_REQUEST_TIMEOUT_MS, type StoreAppOptions } from "./app.js";
 import { jsonLinesLogger } from "./logging.js";
+import { checkStoreServerOptions } from "./server-options.js";
 
 export interface StoreServerOptions extends Omit<StoreAppOptions, "shutdownSignal"> {
   store: LightningStore;
@@ -38,6 +39,7 @@ export interface StoreServer {
 
 /** Start the store server on node:http (via @hono/node-server). Resolves once it is listening. */
 export async function startStoreServer(options: StoreServerOptions): Promise<StoreServer> {
+  checkStoreServerOptions(options);
   const {
     store,
     host = "127.0.0.1",
@@ -81,6 +83,12 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   const url = `http://${urlHost}:${address.port}`;
   const publicUrl = publicOption?.replace(/\/+$/, "") ?? url;
   logger.info("store server listening", publicOption === null ? { url } : { url, public_url: publicUrl });
+  if (!appOptions.token && !isLoopback(address.address)) {
+    logger.warn(
+      `store server on ${url} has no token: anyone who can reach it can read and change the store, resources (and any api_key in them) included; pass --token / AGL_STORE_TOKEN`,
+      { url },
+    );
+  }
 
   let closing: Promise<void> | undefined;
   const close = () => {
@@ -101,4 +109,8 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     return closing;
   };
   return { url, publicUrl, port: address.port, close };
+}
+
+function isLoopback(address: string): boolean {
+  return /^127\./.test(address) || address === "::1" || address === "::ffff:127.0.0.1";
 }
