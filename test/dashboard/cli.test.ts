@@ -73,4 +73,21 @@ describe("built CLIs", () => {
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("--store");
   });
+
+  it("agl-dashboard --version prints the package version; a bad --log-level is one line naming the flag", async () => {
+    const version = await run(process.execPath, [dashboardCli, "--version"]);
+    expect(version.stdout.trim()).toBe(
+      JSON.parse(readFileSync(join(root, "packages/dashboard/package.json"), "utf8")).version,
+    );
+    const bad = await run(process.execPath, [
+      dashboardCli,
+      "--store",
+      "http://127.0.0.1:1",
+      "--log-level",
+      "verbose",
+    ]).catch((e) => e);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.trim().split("\n")).toHaveLength(1);
+    expect(bad.stderr).toContain("--log-level");
+  });
 });

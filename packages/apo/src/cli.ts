@@ -6,11 +6,23 @@
  *   agl-apo history --db postgres://... --json       the same as JSON
  *   agl-apo best --db sqlite:./agl.db                the best prompt template, as plain text
  */
+import { exitWithError, installLogging, logFlagOptions, packageVersion } from "@agl/core";
 import { openStore } from "@agl/store";
-import { Command } from "commander";
+import { Command, Option } from "commander";
+import pino from "pino";
+import pretty from "pino-pretty";
 import { bestOf, formatPromptHistory, loadPromptHistory } from "./history.js";
 
-const program = new Command().name("agl-apo").description("Inspect APO prompt-optimisation runs in a store");
+const program = new Command()
+  .name("agl-apo")
+  .description("Inspect APO prompt-optimisation runs in a store")
+  .version(packageVersion(import.meta.url), "-V, --version");
+for (const option of logFlagOptions(Option)) program.addOption(option);
+// Logs (the store's, warnings) go to stderr through the one agl logger; results go to stdout.
+program.hook("preAction", () => {
+  const { logLevel, logFormat } = program.opts<{ logLevel?: string; logFormat?: string }>();
+  installLogging({ pino, pretty, level: logLevel, format: logFormat, name: "agl-apo" });
+});
 
 const common = (command: Command) =>
   command
@@ -55,7 +67,4 @@ async function withHistory(
   }
 }
 
-program.parseAsync().catch((error: unknown) => {
-  process.stderr.write(`agl-apo: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(1);
-});
+program.parseAsync().catch((error: unknown) => exitWithError("agl-apo", error));

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -146,5 +146,15 @@ describe("agl-apo CLI", () => {
     const best = exec(["best", "--db", dbPath]);
     expect(best.status).toBe(0);
     expect(best.stdout.trimEnd()).toBe(result.best.template.template);
+    // --version on stdout; an unknown --log-level is one line naming the flag, exit 1
+    const version = exec(["--version"]);
+    expect(version.status).toBe(0);
+    expect(version.stdout.trim()).toBe(
+      JSON.parse(readFileSync(fileURLToPath(new URL("../package.json", import.meta.url)), "utf8")).version,
+    );
+    const badLevel = exec(["history", "--db", uri, "--log-level", "verbose"]);
+    expect(badLevel.status).toBe(1);
+    expect(badLevel.stderr.trim().split("\n")).toHaveLength(1);
+    expect(badLevel.stderr).toContain("--log-level");
   });
 });

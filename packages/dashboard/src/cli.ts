@@ -6,7 +6,10 @@
  *
  * The page asks for the store's bearer token when the store wants one.
  */
-import { Command, InvalidArgumentError } from "commander";
+import { exitWithError, installLogging, logFlagOptions, packageVersion, redactSecrets } from "@agl/core";
+import { Command, InvalidArgumentError, Option } from "commander";
+import pino from "pino";
+import pretty from "pino-pretty";
 import { startDashboardServer } from "./server/standalone.js";
 
 function port(value: string): number {
@@ -31,26 +34,34 @@ function storeUrl(value: string): string {
 const program = new Command()
   .name("agl-dashboard")
   .description("Serve the Agent Lightning dashboard for a store server")
+  .version(packageVersion(import.meta.url), "-V, --version")
   .requiredOption("--store <url>", "the store server's URL", storeUrl)
   .option("--metrics <file>", "a trainer's metrics log (JSON lines) for the Training page")
   .option("--host <host>", "interface to listen on", "127.0.0.1")
   .option("--port <port>", "port (0 picks a free one)", port, 4748)
   .action(async (opts) => {
+    const { logger } = installLogging({
+      pino,
+      pretty,
+      level: opts.logLevel,
+      format: opts.logFormat,
+      name: "agl-dashboard",
+    });
     const server = await startDashboardServer({
       storeUrl: opts.store,
       metricsFile: opts.metrics ?? null,
       host: opts.host,
       port: opts.port,
     });
-    process.stderr.write(
-      `${JSON.stringify({ level: "info", msg: "dashboard listening", url: server.url, store: opts.store })}\n`,
-    );
+    logger.info(`dashboard listening on ${server.url}`, {
+      url: server.url,
+      store: redactSecrets(opts.store),
+    });
     const stop = () => void server.close().then(() => process.exit(0));
     process.on("SIGINT", stop);
     process.on("SIGTERM", stop);
   });
 
-program.parseAsync(process.argv).catch((error: unknown) => {
-  process.stderr.write(`agl-dashboard: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(1);
-});
+for (const option of logFlagOptions(Option)) program.addOption(option);
+
+program.parseAsync(process.argv).catch((error: unknown) => exitWithError("agl-dashboard", error));
