@@ -26,6 +26,16 @@ if [ -z "${AGL_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 
+# Python 3 + Jinja2: the independent reference renderer of the chat-template tests. Checked here, with the
+# PATH the tests get (pnpm puts node's own directory, often /usr/bin, ahead of pyenv-style shims).
+if ! python3 -c "import jinja2" 2>/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-jinja2 >/dev/null
+  else
+    echo "warning: python3 cannot import jinja2; install Debian's python3-jinja2 for the chat-template tests" >&2
+  fi
+fi
+
 mkdir -p .runs
 status=0
 pnpm exec vitest run --reporter=default --reporter=json --outputFile.json=.runs/vitest.json "$@" || status=$?
