@@ -58,18 +58,22 @@ async function rss(pid: number): Promise<number> {
 describe("HTTP fuzz of agl-proxy (seeded; AGL_FUZZ_SEED replays)", () => {
   it("no undocumented 5xx, no hang, memory back under 2x idle", async () => {
     const mock = await startMockLLMServer();
-    const child = spawnTs("packages/proxy/src/cli.ts", [
-      "--store",
-      "memory:",
-      "--backend",
-      `${mock.url}/v1`,
-      "--port",
-      "0",
-      "--retries",
-      "0",
-      "--timeout-ms",
-      "5000",
-    ]);
+    const child = spawnTs(
+      "packages/proxy/src/cli.ts",
+      [
+        "--store",
+        "memory:",
+        "--backend",
+        `${mock.url}/v1`,
+        "--port",
+        "0",
+        "--retries",
+        "0",
+        "--timeout-ms",
+        "5000",
+      ],
+      { AGL_LOG_LEVEL: "info" },
+    );
     try {
       const url = await new Promise<string>((resolve, reject) => {
         const timer = setTimeout(

@@ -79,7 +79,11 @@ describe("Runner: no success without the attempt's spans", () => {
     });
     expect(summary).toMatchObject({ succeeded: 1, failed: 0 });
     expect(rollout.status).toBe("succeeded");
-    expect(spans.map((s) => s.name).sort()).toEqual(["agentlightning.annotation", "agentlightning.message"]);
+    expect(spans.map((s) => s.name).sort()).toEqual([
+      "agent.rollout",
+      "agentlightning.annotation",
+      "agentlightning.message",
+    ]);
     expect(findFinalReward(spans)).toBe(1);
   });
 
@@ -92,7 +96,7 @@ describe("Runner: no success without the attempt's spans", () => {
     expect(attempts.items[0]!.status).toBe("failed");
     expect(attempts.items[0]!.metadata?.error).toMatchObject({
       type: "SpansNotStoredError",
-      message: expect.stringMatching(/2 span\(s\) of attempt .* could not be stored/),
+      message: expect.stringMatching(/3 span\(s\) of attempt .* could not be stored/),
     });
     expect(spans).toHaveLength(0);
   });
@@ -115,6 +119,7 @@ describe("Runner: no success without the attempt's spans", () => {
     );
     expect(summary.succeeded).toBe(1);
     expect(rollout.status).toBe("succeeded");
-    expect(spans).toHaveLength(2);
+    // the agent's message and reward, and the enclosing agent.rollout span
+    expect(spans).toHaveLength(3);
   });
 });
