@@ -59,6 +59,62 @@ export function queryTests(factory: StoreFactory): void {
       expect((await store.queryRollouts({ statusIn: [] })).total).toBe(0);
     });
 
+    test("agl-ts extension: modeIn / dataIdIn / dataIdContains filter, page and count the whole store", async (store) => {
+      const r1 = await store.enqueueRollout({ input: 1, mode: "train", metadata: { data_id: "task-1" } });
+      await sleep(5);
+      const r2 = await store.enqueueRollout({ input: 2, mode: "val", metadata: { data_id: "task-12" } });
+      await sleep(5);
+      // A number, another key and no metadata never match a data-id filter.
+      const r3 = await store.enqueueRollout({ input: 3, mode: "val", metadata: { data_id: 12 } });
+      await sleep(5);
+      const r4 = await store.enqueueRollout({ input: 4 });
+      await sleep(5);
+      const r5 = await store.enqueueRollout({
+        input: 5,
+        mode: "test",
+        metadata: { dataId: "task-1", x: "a%_'b" },
+      });
+      const q = async (query: Parameters<LightningStore["queryRollouts"]>[0]) =>
+        ids(await store.queryRollouts(query));
+
+      expect(await q({ modeIn: ["val"] })).toEqual([r2, r3].map((r) => r.rollout_id));
+      expect(await q({ modeIn: ["train", "test"] })).toEqual([r1, r5].map((r) => r.rollout_id));
+      expect(await q({ modeIn: [] })).toEqual([]);
+      expect(await q({ dataIdIn: ["task-1"] })).toEqual([r1.rollout_id]);
+      expect(await q({ dataIdIn: ["12", "task-12"] })).toEqual([r2.rollout_id]);
+      expect(await q({ dataIdContains: "task-1" })).toEqual([r1, r2].map((r) => r.rollout_id));
+      expect(await q({ dataIdContains: "" })).toEqual([r1, r2].map((r) => r.rollout_id));
+      expect(await q({ dataIdContains: "TASK" })).toEqual([]);
+      // Combined with the other filters (and by default, or on request), sorting and paging.
+      const page = await store.queryRollouts({
+        modeIn: ["train", "val"],
+        dataIdContains: "task",
+        sortBy: "start_time",
+        sortOrder: "desc",
+        limit: 1,
+      });
+      expect(ids(page)).toEqual([r2.rollout_id]);
+      expect(page.total).toBe(2);
+      const second = await store.queryRollouts({
+        modeIn: ["train", "val"],
+        dataIdContains: "task",
+        sortBy: "start_time",
+        sortOrder: "desc",
+        limit: 1,
+        offset: 1,
+      });
+      expect(ids(second)).toEqual([r1.rollout_id]);
+      expect(await q({ modeIn: ["test"], dataIdIn: ["task-12"], filterLogic: "or" })).toEqual(
+        [r2, r5].map((r) => r.rollout_id),
+      );
+      expect(
+        await q({ statusIn: ["queuing"], modeIn: ["val"], rolloutIdIn: [r3.rollout_id, r4.rollout_id] }),
+      ).toEqual([r3.rollout_id]);
+      const field = async (p: Promise<unknown>) =>
+        (await expectError<InvalidArgumentError>(p, InvalidArgumentError)).field;
+      expect(await field(store.queryRollouts({ modeIn: ["bogus" as never] }))).toMatch(/^mode_?[iI]n/);
+    });
+
     test("sorting: times with nulls last in both orders, other nulls as empty values", async (store) => {
       const { a, b, c, d } = await seed(store);
       const byStart = await store.queryRollouts({ sortBy: "start_time", sortOrder: "desc" });
