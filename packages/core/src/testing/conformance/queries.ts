@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { InvalidArgumentError } from "../../errors.js";
-import type { LightningStore } from "../../store/store.js";
+import type { LightningStore, RolloutQuery } from "../../store/store.js";
 import type { Rollout } from "../../types/rollout.js";
 import type { StoreFactory } from "../helpers.js";
 import { attemptOf, expectError, sleep, withStore } from "../helpers.js";
@@ -86,24 +86,17 @@ export function queryTests(factory: StoreFactory): void {
       expect(await q({ dataIdContains: "" })).toEqual([r1, r2].map((r) => r.rollout_id));
       expect(await q({ dataIdContains: "TASK" })).toEqual([]);
       // Combined with the other filters (and by default, or on request), sorting and paging.
-      const page = await store.queryRollouts({
+      const newestTask: RolloutQuery = {
         modeIn: ["train", "val"],
         dataIdContains: "task",
         sortBy: "start_time",
-        sortOrder: "desc",
-        limit: 1,
-      });
+      };
+      const page = await store.queryRollouts({ ...newestTask, sortOrder: "desc", limit: 1 });
       expect(ids(page)).toEqual([r2.rollout_id]);
       expect(page.total).toBe(2);
-      const second = await store.queryRollouts({
-        modeIn: ["train", "val"],
-        dataIdContains: "task",
-        sortBy: "start_time",
-        sortOrder: "desc",
-        limit: 1,
-        offset: 1,
-      });
+      const second = await store.queryRollouts({ ...newestTask, sortOrder: "desc", limit: 1, offset: 1 });
       expect(ids(second)).toEqual([r1.rollout_id]);
+      expect(second.total).toBe(2);
       expect(await q({ modeIn: ["test"], dataIdIn: ["task-12"], filterLogic: "or" })).toEqual(
         [r2, r5].map((r) => r.rollout_id),
       );
