@@ -15,6 +15,7 @@ import { createDashboardApp, startDashboardServer } from "@agl/dashboard";
 import { openStore, type StoreServer, startStoreServer } from "@agl/store";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { startPythonStoreServer } from "../../packages/client/src/test-support/python-agl/index.js";
 import { buildDashboardAssets } from "../../packages/dashboard/src/build/build-assets.js";
 import { launchChromium, openPage, pageErrors, screenshot } from "./browser-support.js";
 import {
@@ -116,7 +117,7 @@ describe("dashboard served by agl-store", () => {
     expect(await p.getByTestId("rollout-row").count()).toBe(50);
   });
 
-  it("pages on the server, sorts, filters by status and searches by id", async () => {
+  it("pages on the server, sorts, searches by id, filters status, mode and data id over the whole store", async () => {
     const p = await page();
     await p.goto(`${server.url}/dashboard/#/rollouts`);
     await p.getByTestId("rollouts-table").waitFor();
@@ -154,16 +155,36 @@ describe("dashboard served by agl-store", () => {
     await p.getByTestId("rollouts-table").waitFor();
     const sorted = await rowIds(p);
     expect(sorted).toEqual([...sorted].sort());
-    // mode narrows the rows of the page the store returned (the v0.3 query has no mode filter)
+
+    // An agl-ts store filters mode and data id itself: paging and counts cover the whole store.
+    const all = (await store.queryRollouts({})).items;
+    const val = all.filter((r) => r.mode === "val");
+    const valSample3 = val.filter((r) => String(r.metadata?.data_id ?? "").includes("sample-3"));
+    expect(val.length).toBeGreaterThan(50);
+    expect(valSample3.length).toBeGreaterThan(1);
     const modeCells = () => p.locator("[data-testid=rollout-row] td:nth-child(3)").allTextContents();
-    const before = await modeCells();
-    const pageIds = await rowIds(p);
+    const dataCells = () => p.locator("[data-testid=rollout-row] td:nth-child(9)").allTextContents();
+    await expect(p.getByTestId("mode-filter").locator("option").first().textContent()).resolves.toBe(
+      "any mode",
+    );
     await p.getByTestId("mode-filter").selectOption("val");
-    await p.waitForFunction(() => location.hash.includes("mode=val"));
-    const valIds = pageIds.filter((_, i) => before[i] === "val");
-    expect(valIds.length).toBeGreaterThan(0);
-    await expect.poll(() => rowIds(p)).toEqual(valIds);
+    await p.getByText(`page 1 of 2 · ${val.length} total`).waitFor();
+    expect(await p.getByTestId("rollout-row").count()).toBe(50);
     expect(new Set(await modeCells())).toEqual(new Set(["val"]));
+    await p.getByRole("button", { name: "Next ›" }).click();
+    await p.getByText(`page 2 of 2 · ${val.length} total`).waitFor();
+    expect(await p.getByTestId("rollout-row").count()).toBe(val.length - 50);
+    expect(new Set(await modeCells())).toEqual(new Set(["val"]));
+    await p.getByTestId("data-filter").fill("sample-3");
+    await p.getByTestId("data-filter").press("Tab");
+    await p.getByText(`page 1 of 1 · ${valSample3.length} total`).waitFor();
+    expect((await rowIds(p)).sort()).toEqual(valSample3.map((r) => r.rollout_id).sort());
+    expect(new Set(await dataCells())).toEqual(new Set(valSample3.map((r) => r.metadata?.data_id)));
+    expect(await p.getByTestId("page-filter-note").count()).toBe(0);
+    await p.getByTestId("data-filter").fill("no-such-sample");
+    await p.getByTestId("data-filter").press("Tab");
+    await p.getByTestId("state-no-match").waitFor();
+    await screenshot(p, "02b-rollouts-no-match");
   });
 
   it("shows a chat rollout's attempt, reward, messages, tool call and the triplet's exact token ids", async () => {
@@ -278,6 +299,45 @@ describe("other states", () => {
     } finally {
       await emptyServer.close();
       await empty.close();
+    }
+  });
+
+  it("against a Python Agent Lightning server, mode and data id narrow the current page and say so", async () => {
+    const python = await startPythonStoreServer();
+    await python.store.enqueueManyRollouts(
+      Array.from({ length: 70 }, (_, i) => ({
+        input: { i },
+        mode: i % 3 === 0 ? ("train" as const) : ("val" as const),
+        metadata: { data_id: `d-${i}` },
+      })),
+    );
+    const standalone = await startDashboardServer({ storeUrl: python.url, port: 0, assetsDir });
+    try {
+      const p = await page(null);
+      await p.goto(standalone.url);
+      await p.getByTestId("rollouts-table").waitFor();
+      await p.getByText("page 1 of 2 · 70 total").waitFor();
+      const modeCells = () => p.locator("[data-testid=rollout-row] td:nth-child(3)").allTextContents();
+      const pageIds = await rowIds(p);
+      const before = await modeCells();
+      const trainIds = pageIds.filter((_, i) => before[i] === "train");
+      expect(trainIds.length).toBeGreaterThan(0);
+      expect(trainIds.length).toBeLessThan(50);
+      await expect(p.getByTestId("mode-filter").locator("option").first().textContent()).resolves.toBe(
+        "any mode (this page)",
+      );
+      await p.getByTestId("mode-filter").selectOption("train");
+      await p.waitForFunction(() => location.hash.includes("mode=train"));
+      await expect.poll(() => rowIds(p)).toEqual(trainIds);
+      // the store's paging and total are unchanged; the note says rows were hidden on this page only
+      await expect(p.getByTestId("page-info").textContent()).resolves.toBe("page 1 of 2 · 70 total");
+      await expect(p.getByTestId("page-filter-note").textContent()).resolves.toContain(
+        `${50 - trainIds.length} of 50 rows on this page hidden`,
+      );
+      await screenshot(p, "13-python-store-page-filter");
+    } finally {
+      await standalone.close();
+      await python.close();
     }
   });
 

@@ -1,8 +1,10 @@
 import {
   emitAnnotation,
   emitReward,
+  InvalidArgumentError,
   type LightningStore,
   llm,
+  type RolloutQuery,
   rollout,
   type SpanInput,
   silentLogger,
@@ -90,6 +92,23 @@ describe("LightningStoreClient against Python Agent Lightning", () => {
     expect(info.kind).toBe("agentlightning");
     expect(info.storeName).toBe("InMemoryLightningStore");
     expect(info.description).toMatch(/not agl-ts/);
+    await c.close();
+  });
+
+  it("refuses the agl-ts mode / data-id filters, which the Python server would ignore", async () => {
+    const c = client();
+    await c.enqueueRollout({ input: 1, mode: "train", metadata: { data_id: "x" } });
+    const cases: Array<[RolloutQuery, string]> = [
+      [{ modeIn: ["val"] }, "modeIn"],
+      [{ dataIdIn: ["y"] }, "dataIdIn"],
+      [{ dataIdContains: "y" }, "dataIdContains"],
+    ];
+    for (const [query, field] of cases) {
+      const error = await c.queryRollouts(query).catch((e: unknown) => e);
+      expect(InvalidArgumentError.isInstance(error), field).toBe(true);
+      expect((error as InvalidArgumentError).field).toBe(field);
+    }
+    expect((await c.queryRollouts({ statusIn: ["queuing"] })).total).toBeGreaterThan(0);
     await c.close();
   });
 

@@ -247,8 +247,27 @@ export class LightningStoreClient implements LightningStore {
     );
   }
 
-  queryRollouts(query?: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
-    return this.call(PaginatedRollouts, "post", "rollouts/search", { json: wireQuery(query) });
+  /**
+   * `modeIn`, `dataIdIn` and `dataIdContains` are agl-ts extensions: a Python Agent Lightning server
+   * ignores them, so an answer without the agl-ts marker to such a query is refused instead of
+   * returning unfiltered rows as if they matched.
+   */
+  async queryRollouts(query?: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
+    const extension = (["modeIn", "dataIdIn", "dataIdContains"] as const).find((k) => query?.[k] != null);
+    let fromAgl = false;
+    const page = await this.call(PaginatedRollouts, "post", "rollouts/search", {
+      json: wireQuery(query),
+      onResponse: (res) => {
+        fromAgl = res.header(AGL_SERVER_HEADER) !== null;
+      },
+    });
+    if (extension && !fromAgl) {
+      throw new InvalidArgumentError(
+        extension,
+        "this filter is an agl-ts extension; the store server is not agl-ts and ignores it (see serverInfo())",
+      );
+    }
+    return page;
   }
 
   getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {

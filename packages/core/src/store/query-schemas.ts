@@ -9,13 +9,14 @@ import type { WorkerStatus } from "../types/misc.js";
 import { WorkerStatusSchema } from "../types/misc.js";
 import type { ResourcesUpdate } from "../types/resources.js";
 import type { Attempt, Rollout } from "../types/rollout.js";
-import { RolloutStatusSchema } from "../types/rollout.js";
+import { RolloutModeSchema, RolloutStatusSchema } from "../types/rollout.js";
 import type { Span } from "../types/span.js";
 import { parseOrThrow } from "../types/validate.js";
 import {
   ATTEMPT_FIELDS,
   conditions,
   contains,
+  containsKey,
   exact,
   FilterLogicSchema,
   type FilterSpec,
@@ -26,6 +27,7 @@ import {
   SPAN_FIELDS,
   WORKER_FIELDS,
   within,
+  withinKey,
 } from "./query.js";
 import type { AttemptQuery, ResourcesQuery, RolloutQuery, SpanQuery, WorkerQuery } from "./store.js";
 
@@ -42,8 +44,14 @@ export const RolloutQuerySchema = z.object({
   statusIn: z.array(RolloutStatusSchema).nullish(),
   rolloutIdIn: z.array(Text).max(MAX_IDS_PER_CALL).nullish(),
   rolloutIdContains: Text.nullish(),
+  modeIn: z.array(RolloutModeSchema).nullish(),
+  dataIdIn: z.array(Text).max(MAX_IDS_PER_CALL).nullish(),
+  dataIdContains: Text.nullish(),
   filterLogic: FilterLogicSchema.nullish(),
 });
+
+/** Where a rollout's data id lives: the string `metadata.data_id` (as Agent Lightning's trainer writes it). */
+export const ROLLOUT_DATA_ID_KEY = "data_id";
 
 export const AttemptQuerySchema = z.object({ ...Page });
 
@@ -87,6 +95,9 @@ export function normalizeRolloutQuery(query: RolloutQuery | null | undefined): N
         within<Rollout>("status", q.statusIn),
         within<Rollout>("rollout_id", q.rolloutIdIn),
         contains<Rollout>("rollout_id", q.rolloutIdContains),
+        within<Rollout>("mode", q.modeIn),
+        withinKey<Rollout>("metadata", ROLLOUT_DATA_ID_KEY, q.dataIdIn),
+        containsKey<Rollout>("metadata", ROLLOUT_DATA_ID_KEY, q.dataIdContains),
       ),
       logic: q.filterLogic ?? "and",
     },

@@ -20,11 +20,16 @@ import { SpanSchema } from "../types/span.js";
 import { parseOrThrow } from "../types/validate.js";
 import type { FilterLogic, PageOptions, SortOrder } from "./store.js";
 
-/** One condition on one field. Exactly one of exact/within/contains is meaningful. */
-export type FieldCondition<T> =
-  | { field: keyof T & string; op: "exact"; value: unknown }
-  | { field: keyof T & string; op: "within"; values: readonly unknown[] }
-  | { field: keyof T & string; op: "contains"; value: string };
+/**
+ * One condition on one field. Exactly one of exact/within/contains is meaningful. With `key`, the
+ * condition tests the string stored under that key of the field's JSON object (e.g. a rollout's
+ * `metadata.data_id`); a missing or non-string value matches nothing.
+ */
+export type FieldCondition<T> = { field: keyof T & string; key?: string } & (
+  | { op: "exact"; value: unknown }
+  | { op: "within"; values: readonly unknown[] }
+  | { op: "contains"; value: string }
+);
 
 export interface FilterSpec<T> {
   /** Combined with `logic`. */
@@ -125,8 +130,17 @@ export function normalizePageOptions(
 /** Whether a field holds a time, so that nulls sort last. */
 export const isTimeField = (field: string): boolean => field.endsWith("_time");
 
+/** The string under `key` of a JSON object value, or null (the SQL stores read it the same way). */
+export function stringAtKey(value: unknown, key: string): string | null {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
+  const v = (value as Record<string, unknown>)[key];
+  return typeof v === "string" ? v : null;
+}
+
 function matchesCondition<T>(item: T, cond: FieldCondition<T>): boolean {
-  const v = (item as Record<string, unknown>)[cond.field];
+  const raw = (item as Record<string, unknown>)[cond.field];
+  const v = cond.key === undefined ? raw : stringAtKey(raw, cond.key);
+  if (cond.key !== undefined && v === null) return false;
   switch (cond.op) {
     case "exact":
       return v === cond.value;
@@ -212,5 +226,13 @@ export const exact = <T>(field: keyof T & string, value: unknown): FieldConditio
   value == null ? null : { field, op: "exact", value };
 export const within = <T>(field: keyof T & string, values: readonly unknown[] | null | undefined) =>
   values == null ? null : ({ field, op: "within", values } as FieldCondition<T>);
+/** Conditions on the string under `key` of a JSON object field (see {@link FieldCondition}). */
+export const withinKey = <T>(
+  field: keyof T & string,
+  key: string,
+  values: readonly string[] | null | undefined,
+) => (values == null ? null : ({ field, key, op: "within", values } as FieldCondition<T>));
+export const containsKey = <T>(field: keyof T & string, key: string, value: string | null | undefined) =>
+  value == null ? null : ({ field, key, op: "contains", value } as FieldCondition<T>);
 export const contains = <T>(field: keyof T & string, value: string | null | undefined) =>
   value == null ? null : ({ field, op: "contains", value } as FieldCondition<T>);

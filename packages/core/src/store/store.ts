@@ -8,6 +8,7 @@ import type {
   AttemptStatus,
   EnqueueRolloutRequest,
   Rollout,
+  RolloutMode,
   RolloutPatch,
   RolloutStatus,
 } from "../types/rollout.js";
@@ -28,6 +29,14 @@ export interface RolloutQuery extends PageOptions<keyof Rollout & string> {
   statusIn?: RolloutStatus[];
   rolloutIdIn?: string[];
   rolloutIdContains?: string;
+  /**
+   * agl-ts extensions (Python Agent Lightning's query has no such filters): the rollout's mode, and
+   * its data id, the string `metadata.data_id` (exact list, or substring). A rollout without a string
+   * `metadata.data_id` never matches a data-id filter.
+   */
+  modeIn?: RolloutMode[];
+  dataIdIn?: string[];
+  dataIdContains?: string;
   /** How the filters above combine. */
   filterLogic?: FilterLogic;
 }

@@ -40,6 +40,36 @@ describe("StoreApi", () => {
     expect((calls[0]!.init.headers as Record<string, string>).authorization).toBe("Bearer tok");
   });
 
+  it("sends the agl-ts mode / data-id filters, and tells an agl-ts store from another by its marker header", async () => {
+    const { client, calls } = api((url) =>
+      url.endsWith("/statistics")
+        ? Response.json({ name: "SqliteLightningStore" }, { headers: { "x-agl-server": "agl-ts" } })
+        : Response.json({ items: [], limit: 50, offset: 0, total: 0 }),
+    );
+    await client.queryRollouts({ modeIn: ["val"], dataIdContains: "s-3", limit: 50, offset: 0 });
+    expect(JSON.parse(String(calls[0]!.init.body))).toEqual({
+      mode_in: ["val"],
+      data_id_contains: "s-3",
+      limit: 50,
+      offset: 0,
+    });
+    await expect(client.storeKind()).resolves.toBe("agl-ts");
+    await expect(client.storeKind()).resolves.toBe("agl-ts");
+    expect(calls.filter((c) => c.url.endsWith("/statistics"))).toHaveLength(1);
+
+    const python = api(() => Response.json({ name: "InMemoryLightningStore" }));
+    await expect(python.client.storeKind()).resolves.toBe("agentlightning");
+    // A failed look-up is not cached: the next call asks again.
+    let up = false;
+    const flaky = api(() => {
+      if (!up) throw new TypeError("connection refused");
+      return Response.json({}, { headers: { "x-agl-server": "agl-ts" } });
+    });
+    await expect(flaky.client.storeKind()).rejects.toBeInstanceOf(StoreUnreachableError);
+    up = true;
+    await expect(flaky.client.storeKind()).resolves.toBe("agl-ts");
+  });
+
   it("maps 401, 5xx gateways, other errors and network failures to typed errors", async () => {
     await expect(
       api(() => Response.json({ detail: "Invalid bearer token" }, { status: 401 })).client.health(),

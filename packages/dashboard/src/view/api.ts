@@ -4,6 +4,7 @@ import type {
   PaginatedResult,
   ResourcesUpdate,
   Rollout,
+  RolloutMode,
   RolloutStatus,
   Span,
   Worker,
@@ -33,6 +34,9 @@ export class StoreHttpError extends Error {
 export interface RolloutListQuery {
   statusIn?: RolloutStatus[];
   rolloutIdContains?: string;
+  /** agl-ts extensions of the query (send them only when {@link StoreApi.storeKind} is "agl-ts"). */
+  modeIn?: RolloutMode[];
+  dataIdContains?: string;
   sortBy?: string;
   sortOrder?: "asc" | "desc";
   limit: number;
@@ -48,24 +52,39 @@ export interface StoreApiOptions {
   timeoutMs?: number;
 }
 
+/**
+ * Which implementation answers: "agl-ts" (its server marks every answer with {@link AGL_SERVER_HEADER},
+ * as `@agl/client`'s `serverInfo()` checks) or "agentlightning" (Python Agent Lightning or another
+ * server of the v0.3 API, without the agl-ts query extensions).
+ */
+export type StoreKind = "agl-ts" | "agentlightning";
+export const AGL_SERVER_HEADER = "x-agl-server";
+
 /** Largest span page the detail view reads per request, and the most spans it reads for one rollout. */
 export const SPAN_PAGE = 1000;
 export const MAX_SPANS_PER_ROLLOUT = 20_000;
 
 /**
- * Read-only client of the Agent Lightning v0.3 REST API (only routes a Python store server has too).
+ * Read-only client of the Agent Lightning v0.3 REST API (only routes a Python store server has too;
+ * the agl-ts query extensions only after {@link StoreApi.storeKind} says "agl-ts").
  * Queries go through POST .../search with null keys omitted, the way the reference client sends them.
  */
 export class StoreApi {
   private readonly fetchImpl: typeof fetch;
   private readonly timeoutMs: number;
+  private kind: Promise<StoreKind> | undefined;
 
   constructor(private readonly options: StoreApiOptions) {
     this.fetchImpl = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.timeoutMs = options.timeoutMs ?? 15_000;
   }
 
-  private async request<T>(method: "GET" | "POST", path: string, body?: unknown): Promise<T> {
+  private async request<T>(
+    method: "GET" | "POST",
+    path: string,
+    body?: unknown,
+    onResponse?: (response: Response) => void,
+  ): Promise<T> {
     const headers: Record<string, string> = { accept: "application/json" };
     const token = this.options.token?.();
     if (token) headers.authorization = `Bearer ${token}`;
@@ -88,6 +107,7 @@ export class StoreApi {
       throw new StoreUnreachableError(await detailOf(response));
     }
     if (!response.ok) throw new StoreHttpError(response.status, await detailOf(response));
+    onResponse?.(response);
     return (await response.json()) as T;
   }
 
@@ -99,10 +119,27 @@ export class StoreApi {
     return this.request("GET", "/statistics");
   }
 
+  /** The store's kind, from the marker header of one GET /statistics (asked again only after a failure). */
+  storeKind(): Promise<StoreKind> {
+    if (!this.kind) {
+      let kind: StoreKind = "agentlightning";
+      const asked = this.request("GET", "/statistics", undefined, (response) => {
+        if (response.headers.get(AGL_SERVER_HEADER) !== null) kind = "agl-ts";
+      }).then(() => kind);
+      asked.catch(() => {
+        if (this.kind === asked) this.kind = undefined;
+      });
+      this.kind = asked;
+    }
+    return this.kind;
+  }
+
   queryRollouts(query: RolloutListQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
     return this.request("POST", "/rollouts/search", {
       ...(query.statusIn?.length ? { status_in: query.statusIn } : {}),
       ...(query.rolloutIdContains ? { rollout_id_contains: query.rolloutIdContains } : {}),
+      ...(query.modeIn?.length ? { mode_in: query.modeIn } : {}),
+      ...(query.dataIdContains ? { data_id_contains: query.dataIdContains } : {}),
       ...(query.sortBy ? { sort_by: query.sortBy, sort_order: query.sortOrder ?? "asc" } : {}),
       limit: query.limit,
       offset: query.offset,

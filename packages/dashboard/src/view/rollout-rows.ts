@@ -74,8 +74,8 @@ export interface RowFilter {
 }
 
 /**
- * Mode and data id are not filters of the v0.3 query API, so they narrow the rows of the page the
- * store returned (status, id search, sort and paging happen in the store).
+ * Mode and data id are not filters of the v0.3 query API: against a Python Agent Lightning server
+ * they narrow the rows of the page the store returned (an agl-ts store filters them itself).
  */
 export function filterRows(rows: readonly RolloutRow[], filter: RowFilter): RolloutRow[] {
   return rows.filter(

@@ -100,6 +100,14 @@ export const POSTGRES_MIGRATIONS: readonly PgMigration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: "rollouts by start_time, newest first",
+    // The dashboard's default order. The key repeats orderBySql's ORDER BY for a time field sorted
+    // descending (nulls last, ties in insertion order), so the planner reads the first page off the
+    // index instead of sorting the whole table.
+    sql: `CREATE INDEX rollouts_by_start_time_desc ON rollouts ((start_time IS NULL), start_time DESC, pk);`,
+  },
 ];
 
 /** Apply the missing migrations in the client's current schema (search_path). */

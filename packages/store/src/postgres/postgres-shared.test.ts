@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase } from "../../../../test/support/postgres.js";
 import { sharedDbTests } from "../../../../test/support/shared-db-suite.js";
 import { openStore } from "../open-store.js";
+import { ROLLOUT_COLUMNS } from "../shared/columns.js";
+import { orderBySql, postgresDialect } from "../shared/sql-query.js";
 import { migratePostgres, POSTGRES_MIGRATIONS } from "./migrations.js";
 import { PostgresLightningStore } from "./postgres-store.js";
 
@@ -52,6 +54,38 @@ describe("PostgresLightningStore schema", () => {
       ];
       expect(await migratePostgres(client, extra)).toEqual([99]);
       expect(await migratePostgres(client, extra)).toEqual([]);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("migration 2 upgrades a version-1 schema; the dashboard's default order can read the index", async () => {
+    const schema = `mig2_${process.pid}`;
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      await client.query(`SET search_path = ${schema}`);
+      expect(await migratePostgres(client, POSTGRES_MIGRATIONS.slice(0, 1))).toEqual([1]);
+      const store = await PostgresLightningStore.connect(db.url, { schema, poolSize: 2 });
+      await store.enqueueManyRollouts(Array.from({ length: 5 }, (_, i) => ({ input: i })));
+      expect((await store.queryRollouts({ sortBy: "start_time", sortOrder: "desc", limit: 2 })).total).toBe(
+        5,
+      );
+      await store.close();
+      expect(await migratePostgres(client)).toEqual([]);
+      const page = { sortBy: "start_time", sortOrder: "desc", limit: 50, offset: 0 } as const;
+      const orderBy = orderBySql(page, ROLLOUT_COLUMNS, postgresDialect, "pk");
+      // Five rows would be scanned sequentially; turning that off shows whether the index fits the order.
+      await client.query("BEGIN");
+      await client.query("SET LOCAL enable_seqscan = off");
+      const { rows } = await client.query(
+        `EXPLAIN SELECT * FROM rollouts r WHERE 1 = 1 ORDER BY ${orderBy} LIMIT 50`,
+      );
+      await client.query("ROLLBACK");
+      const plan = rows.map((r: Record<string, string>) => r["QUERY PLAN"]).join("\n");
+      expect(plan).toContain("rollouts_by_start_time_desc");
+      expect(plan).not.toContain("Sort");
     } finally {
       await client.end();
     }

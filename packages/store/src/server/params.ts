@@ -13,6 +13,7 @@ import {
   MAX_IDS_PER_CALL,
   MAX_STORED_INT,
   ResourcesUpdateSchema,
+  RolloutModeSchema,
   RolloutSchema,
   RolloutStatusSchema,
   SpanSchema,
@@ -134,11 +135,22 @@ export const SPAN_SORT_FIELDS = fields(SpanSchema);
 export const WORKER_SORT_FIELDS = fields(WorkerSchema);
 export const RESOURCES_SORT_FIELDS = fields(ResourcesUpdateSchema);
 
-export const ROLLOUT_LIST_KEYS = ["status_in", "rollout_id_in", "status", "rollout_ids"];
+export const ROLLOUT_LIST_KEYS = [
+  "status_in",
+  "rollout_id_in",
+  "status",
+  "rollout_ids",
+  "mode_in",
+  "data_id_in",
+];
 const RolloutParams = PageSchema.extend({
   status_in: stringList(RolloutStatusSchema.options).optional(),
   rollout_id_in: stringList().optional(),
   rollout_id_contains: Text.optional(),
+  // agl-ts extensions (not in Python Agent Lightning's server): mode and metadata.data_id filters.
+  mode_in: stringList(RolloutModeSchema.options).optional(),
+  data_id_in: stringList().optional(),
+  data_id_contains: Text.optional(),
   // Deprecated v0.3 aliases of status_in / rollout_id_in.
   status: stringList(RolloutStatusSchema.options).optional(),
   rollout_ids: stringList().optional(),
@@ -152,6 +164,9 @@ export function rolloutQuery(raw: Raw): RolloutQuery {
   const idIn = p.rollout_id_in ?? p.rollout_ids;
   if (idIn) query.rolloutIdIn = idIn;
   if (p.rollout_id_contains !== undefined) query.rolloutIdContains = p.rollout_id_contains;
+  if (p.mode_in) query.modeIn = p.mode_in as RolloutQuery["modeIn"];
+  if (p.data_id_in) query.dataIdIn = p.data_id_in;
+  if (p.data_id_contains !== undefined) query.dataIdContains = p.data_id_contains;
   const logic = filterLogic(p.filter_logic);
   if (logic) query.filterLogic = logic;
   return query;

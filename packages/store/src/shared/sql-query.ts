@@ -16,6 +16,8 @@ export interface Dialect {
   within(column: string, values: readonly unknown[], params: unknown[]): string;
   /** Case-sensitive substring test. */
   contains(column: string, placeholder: string): string;
+  /** The string under `key` of a JSON object column, or NULL when it is missing or not a string. */
+  jsonString(column: string, key: string, params: unknown[]): string;
   /** Collation suffix that makes text order code-point order. */
   textCollation: string;
 }
@@ -30,6 +32,12 @@ export const sqliteDialect: Dialect = {
     return `${column} IN (SELECT value FROM json_each(${this.bind(params, JSON.stringify(values))}))`;
   },
   contains: (column, placeholder) => `instr(${column}, ${placeholder}) > 0`,
+  jsonString(column, key, params) {
+    const path = `$.${JSON.stringify(key)}`;
+    const type = this.bind(params, path);
+    const value = this.bind(params, path);
+    return `(CASE WHEN json_type(${column}, ${type}) = 'text' THEN json_extract(${column}, ${value}) END)`;
+  },
   textCollation: "",
 };
 
@@ -42,6 +50,10 @@ export const postgresDialect: Dialect = {
     return `${column} = ANY(${this.bind(params, values)})`;
   },
   contains: (column, placeholder) => `strpos(${column}, ${placeholder}) > 0`,
+  jsonString(column, key, params) {
+    const k = this.bind(params, key);
+    return `(CASE WHEN jsonb_typeof(${column} -> ${k}::text) = 'string' THEN ${column} ->> ${k}::text END)`;
+  },
   textCollation: ' COLLATE "C"',
 };
 
@@ -63,8 +75,10 @@ function conditionSql<T>(
   dialect: Dialect,
   params: unknown[],
 ): string {
-  const column = cond.field;
-  if (!(column in columns)) throw new Error(`field ${column} cannot be filtered in SQL`);
+  const column = cond.key === undefined ? cond.field : dialect.jsonString(cond.field, cond.key, params);
+  if (cond.key === undefined && !(column in columns)) {
+    throw new Error(`field ${column} cannot be filtered in SQL`);
+  }
   switch (cond.op) {
     case "exact":
       return `${column} = ${dialect.bind(params, cond.value)}`;

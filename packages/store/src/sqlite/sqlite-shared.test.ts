@@ -5,6 +5,8 @@ import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { sharedDbTests } from "../../../../test/support/shared-db-suite.js";
 import { openStore } from "../open-store.js";
+import { ROLLOUT_COLUMNS } from "../shared/columns.js";
+import { orderBySql, sqliteDialect } from "../shared/sql-query.js";
 import { migrateSqlite, SQLITE_MIGRATIONS } from "./migrations.js";
 import { SqliteLightningStore } from "./sqlite-store.js";
 
@@ -56,11 +58,46 @@ describe("SqliteLightningStore schema and settings", () => {
     }
   });
 
+  it("migration 2 upgrades a version-1 file; the dashboard's default order then reads the index", async () => {
+    const file = join(dir, "start-time-index.db");
+    const old = new Database(file);
+    expect(migrateSqlite(old, SQLITE_MIGRATIONS.slice(0, 1))).toEqual([1]);
+    old.close();
+    const store = new SqliteLightningStore(file);
+    const made = await store.enqueueManyRollouts(Array.from({ length: 5 }, (_, i) => ({ input: i })));
+    const newest = await store.queryRollouts({ sortBy: "start_time", sortOrder: "desc", limit: 2 });
+    expect(newest.items.map((r) => r.rollout_id)).toEqual(
+      [...made]
+        .sort((a, b) => b.start_time - a.start_time)
+        .slice(0, 2)
+        .map((r) => r.rollout_id),
+    );
+    await store.close();
+    const db = new Database(file);
+    try {
+      expect(migrateSqlite(db)).toEqual([]);
+      // The exact ORDER BY the store sends for this sort (see shared/sql-query.ts).
+      const page = { sortBy: "start_time", sortOrder: "desc", limit: 50, offset: 0 } as const;
+      const orderBy = orderBySql(page, ROLLOUT_COLUMNS, sqliteDialect, "pk");
+      const plan = (
+        db
+          .prepare(`EXPLAIN QUERY PLAN SELECT * FROM rollouts WHERE 1 = 1 ORDER BY ${orderBy} LIMIT 50`)
+          .all() as Array<{ detail: string }>
+      )
+        .map((r) => r.detail)
+        .join(" | ");
+      expect(plan).toContain("USING INDEX rollouts_by_start_time_desc");
+      expect(plan).not.toContain("TEMP B-TREE");
+    } finally {
+      db.close();
+    }
+  });
+
   it("a newer migration is applied to an existing file on open", () => {
     const file = join(dir, "upgrade.db");
     const db = new Database(file);
     try {
-      expect(migrateSqlite(db)).toEqual([1]);
+      expect(migrateSqlite(db)).toEqual(SQLITE_MIGRATIONS.map((m) => m.version));
       const extra = [
         ...SQLITE_MIGRATIONS,
         { version: 99, name: "test column", sql: "ALTER TABLE workers ADD COLUMN note TEXT" },

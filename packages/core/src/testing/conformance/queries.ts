@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { InvalidArgumentError } from "../../errors.js";
-import type { LightningStore } from "../../store/store.js";
+import type { LightningStore, RolloutQuery } from "../../store/store.js";
 import type { Rollout } from "../../types/rollout.js";
 import type { StoreFactory } from "../helpers.js";
 import { attemptOf, expectError, sleep, withStore } from "../helpers.js";
@@ -57,6 +57,55 @@ export function queryTests(factory: StoreFactory): void {
       expect(ids(or)).toEqual([a.rollout_id, c.rollout_id]);
       // An explicit empty list matches nothing.
       expect((await store.queryRollouts({ statusIn: [] })).total).toBe(0);
+    });
+
+    test("agl-ts extension: modeIn / dataIdIn / dataIdContains filter, page and count the whole store", async (store) => {
+      const r1 = await store.enqueueRollout({ input: 1, mode: "train", metadata: { data_id: "task-1" } });
+      await sleep(5);
+      const r2 = await store.enqueueRollout({ input: 2, mode: "val", metadata: { data_id: "task-12" } });
+      await sleep(5);
+      // A number, another key and no metadata never match a data-id filter.
+      const r3 = await store.enqueueRollout({ input: 3, mode: "val", metadata: { data_id: 12 } });
+      await sleep(5);
+      const r4 = await store.enqueueRollout({ input: 4 });
+      await sleep(5);
+      const r5 = await store.enqueueRollout({
+        input: 5,
+        mode: "test",
+        metadata: { dataId: "task-1", x: "a%_'b" },
+      });
+      const q = async (query: Parameters<LightningStore["queryRollouts"]>[0]) =>
+        ids(await store.queryRollouts(query));
+
+      expect(await q({ modeIn: ["val"] })).toEqual([r2, r3].map((r) => r.rollout_id));
+      expect(await q({ modeIn: ["train", "test"] })).toEqual([r1, r5].map((r) => r.rollout_id));
+      expect(await q({ modeIn: [] })).toEqual([]);
+      expect(await q({ dataIdIn: ["task-1"] })).toEqual([r1.rollout_id]);
+      expect(await q({ dataIdIn: ["12", "task-12"] })).toEqual([r2.rollout_id]);
+      expect(await q({ dataIdContains: "task-1" })).toEqual([r1, r2].map((r) => r.rollout_id));
+      expect(await q({ dataIdContains: "" })).toEqual([r1, r2].map((r) => r.rollout_id));
+      expect(await q({ dataIdContains: "TASK" })).toEqual([]);
+      // Combined with the other filters (and by default, or on request), sorting and paging.
+      const newestTask: RolloutQuery = {
+        modeIn: ["train", "val"],
+        dataIdContains: "task",
+        sortBy: "start_time",
+      };
+      const page = await store.queryRollouts({ ...newestTask, sortOrder: "desc", limit: 1 });
+      expect(ids(page)).toEqual([r2.rollout_id]);
+      expect(page.total).toBe(2);
+      const second = await store.queryRollouts({ ...newestTask, sortOrder: "desc", limit: 1, offset: 1 });
+      expect(ids(second)).toEqual([r1.rollout_id]);
+      expect(second.total).toBe(2);
+      expect(await q({ modeIn: ["test"], dataIdIn: ["task-12"], filterLogic: "or" })).toEqual(
+        [r2, r5].map((r) => r.rollout_id),
+      );
+      expect(
+        await q({ statusIn: ["queuing"], modeIn: ["val"], rolloutIdIn: [r3.rollout_id, r4.rollout_id] }),
+      ).toEqual([r3.rollout_id]);
+      const field = async (p: Promise<unknown>) =>
+        (await expectError<InvalidArgumentError>(p, InvalidArgumentError)).field;
+      expect(await field(store.queryRollouts({ modeIn: ["bogus" as never] }))).toMatch(/^mode_?[iI]n/);
     });
 
     test("sorting: times with nulls last in both orders, other nulls as empty values", async (store) => {

@@ -1,4 +1,4 @@
-import type { RolloutStatus } from "@agl/core";
+import type { RolloutMode, RolloutStatus } from "@agl/core";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { formatDuration, formatReward, formatTime } from "../../view/format.js";
 import {
@@ -15,6 +15,7 @@ import { reportError, useQuery } from "../use-query.js";
 
 export const PAGE_SIZE = 50;
 const REFRESH_MS = 5000;
+const MODES: readonly RolloutMode[] = ["train", "val", "test"];
 const SORTABLE = ["rollout_id", "status", "mode", "start_time", "end_time", "resources_id"] as const;
 
 /** Rewards of the visible rows: one small span query per rollout (reward spans of the latest attempt). */
@@ -66,23 +67,34 @@ export function RolloutsPage({ route }: { route: Route }) {
   const go = (changes: Record<string, string | number>) =>
     navigate(["rollouts"], { ...params, offset, ...changes });
 
+  // An agl-ts store filters mode and data id itself (paging and counts over the whole store); a
+  // Python Agent Lightning server has no such filters, so they narrow the page it returned.
   const query = useQuery(
-    () =>
-      api.queryRollouts({
+    async () => {
+      const serverSide = (await api.storeKind()) === "agl-ts";
+      const modeIn = MODES.filter((m) => m === mode);
+      const page = await api.queryRollouts({
         statusIn: status,
         rolloutIdContains: search || undefined,
+        ...(serverSide ? { modeIn, dataIdContains: dataId || undefined } : {}),
         sortBy,
         sortOrder,
         limit: PAGE_SIZE,
         offset,
-      }),
-    [status.join(","), search, sortBy, sortOrder, offset],
+      });
+      return { page, serverSide };
+    },
+    [status.join(","), search, mode, dataId, sortBy, sortOrder, offset],
     auto ? REFRESH_MS : undefined,
   );
+  const serverSide = query.data?.serverSide ?? false;
+  const total = query.data?.page.total;
   const now = Date.now() / 1000;
-  const allRows = useMemo(() => query.data?.items.map((r) => toRolloutRow(r, now)), [query.data]);
+  const allRows = useMemo(() => query.data?.page.items.map((r) => toRolloutRow(r, now)), [query.data]);
   const rewards = useRewards(allRows);
-  const rows = allRows ? filterRows(allRows, { mode, dataId }) : undefined;
+  const rows = allRows && !serverSide ? filterRows(allRows, { mode, dataId }) : allRows;
+  const filtered = status.length > 0 || !!search || (serverSide && (!!mode || !!dataId));
+  const pageOnly = serverSide ? "" : " (this page)";
 
   const header = (field: (typeof SORTABLE)[number], label: string) => (
     <th>
@@ -137,37 +149,35 @@ export function RolloutsPage({ route }: { route: Route }) {
         <select
           value={mode}
           data-testid="mode-filter"
-          onChange={(e) => go({ mode: (e.target as HTMLSelectElement).value })}
+          onChange={(e) => go({ mode: (e.target as HTMLSelectElement).value, offset: 0 })}
         >
-          <option value="">any mode (this page)</option>
+          <option value="">any mode{pageOnly}</option>
           <option value="train">train</option>
           <option value="val">val</option>
           <option value="test">test</option>
         </select>
         <input
-          placeholder="data id (this page)"
+          placeholder={`data id${pageOnly}`}
           value={dataId}
           data-testid="data-filter"
-          onChange={(e) => go({ data: (e.target as HTMLInputElement).value.trim() })}
+          onChange={(e) => go({ data: (e.target as HTMLInputElement).value.trim(), offset: 0 })}
         />
         <label class="auto">
           <input type="checkbox" checked={auto} onChange={() => setAuto(!auto)} /> auto-refresh
         </label>
       </div>
       {query.error && <ErrorState error={query.error} onRetry={query.reload} />}
-      {!query.error && query.data && query.data.total === 0 && (
+      {!query.error && total === 0 && (
         <EmptyState
-          testId={status.length || search ? "state-no-match" : "state-empty"}
-          title={
-            status.length || search ? "No rollout matches these filters" : "This store has no rollouts yet"
-          }
+          testId={filtered ? "state-no-match" : "state-empty"}
+          title={filtered ? "No rollout matches these filters" : "This store has no rollouts yet"}
         >
-          {status.length || search
-            ? "Clear the status filter or the search to see more."
+          {filtered
+            ? "Clear the filters or the search to see more."
             : "Rollouts appear here as soon as an algorithm enqueues them or a runner starts one."}
         </EmptyState>
       )}
-      {rows && query.data && query.data.total > 0 && (
+      {rows && allRows && total !== undefined && total > 0 && (
         <>
           <table class="grid" data-testid="rollouts-table">
             <thead>
@@ -208,18 +218,13 @@ export function RolloutsPage({ route }: { route: Route }) {
               })}
             </tbody>
           </table>
-          {rows.length < allRows!.length && (
+          {rows.length < allRows.length && (
             <p class="note" data-testid="page-filter-note">
-              {allRows!.length - rows.length} of {allRows!.length} rows on this page hidden by the mode / data
-              id filter
+              {allRows.length - rows.length} of {allRows.length} rows on this page hidden by the mode / data
+              id filter (this store filters only status and id itself)
             </p>
           )}
-          <Pager
-            offset={offset}
-            limit={PAGE_SIZE}
-            total={query.data.total}
-            onOffset={(o) => go({ offset: o })}
-          />
+          <Pager offset={offset} limit={PAGE_SIZE} total={total} onOffset={(o) => go({ offset: o })} />
         </>
       )}
       {!query.data && !query.error && <p class="loading">Loading rollouts…</p>}

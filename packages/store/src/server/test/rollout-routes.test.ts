@@ -204,6 +204,38 @@ describe("rollout routes", () => {
     expect((await h.call("GET", `${API}/rollouts?limit=abc`)).status).toBe(422);
     expect((await h.call("GET", `${API}/rollouts?status_in=bogus`)).status).toBe(422);
   });
+
+  it("agl-ts extension: mode_in / data_id_in / data_id_contains on GET and POST search", async () => {
+    const made = (
+      await h.call("POST", `${API}/queues/rollouts/enqueue`, {
+        rollouts: [
+          { input: 1, mode: "train", metadata: { data_id: "q-1" } },
+          { input: 2, mode: "val", metadata: { data_id: "q-2" } },
+          { input: 3, mode: "val", metadata: { data_id: "other" } },
+          { input: 4, mode: "test" },
+        ],
+      })
+    ).body;
+    const ids = made.map((r: any) => r.rollout_id);
+    const viaGet = await h.call(
+      "GET",
+      `${API}/rollouts?mode_in=val&mode_in=train&data_id_contains=q-&limit=1`,
+    );
+    const viaPost = await h.call("POST", `${API}/rollouts/search`, {
+      mode_in: ["val", "train"],
+      data_id_contains: "q-",
+      limit: 1,
+    });
+    expect(viaGet.status).toBe(200);
+    expect(viaGet.body).toEqual(viaPost.body);
+    expect(viaGet.body).toMatchObject({ limit: 1, offset: 0, total: 2 });
+    expect(viaGet.body.items.map((r: any) => r.rollout_id)).toEqual([ids[0]]);
+    const byId = await h.call("GET", `${API}/rollouts?data_id_in=other&data_id_in=q-2`);
+    expect(byId.body.items.map((r: any) => r.rollout_id)).toEqual([ids[1], ids[2]]);
+    const bad = await h.call("GET", `${API}/rollouts?mode_in=training`);
+    expect(bad.status).toBe(422);
+    expect(JSON.stringify(bad.body)).toContain("mode_in");
+  });
 });
 
 describe("attempt routes", () => {
