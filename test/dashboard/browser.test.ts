@@ -176,6 +176,9 @@ describe("dashboard served by agl-store", () => {
     expect(await p.getByTestId("rollout-row").count()).toBe(val.length - 50);
     expect(new Set(await modeCells())).toEqual(new Set(["val"]));
     await p.getByTestId("data-filter").fill("sample-3");
+    // Half-typed text survives the page's background refresh (every 5 s) until it is committed.
+    await p.waitForTimeout(5500);
+    await expect(p.getByTestId("data-filter").inputValue()).resolves.toBe("sample-3");
     await p.getByTestId("data-filter").press("Tab");
     await p.getByText(`page 1 of 1 · ${valSample3.length} total`).waitFor();
     expect((await rowIds(p)).sort()).toEqual(valSample3.map((r) => r.rollout_id).sort());

@@ -62,6 +62,10 @@ export function RolloutsPage({ route }: { route: Route }) {
   const offset = Number(p.get("offset") ?? 0) || 0;
   const [auto, setAuto] = useState(true);
   const [searchText, setSearchText] = useState(search);
+  // What is typed into the data-id box lives here until it is committed (change/Enter): background
+  // refreshes re-render the page every few seconds and must not wipe half-typed text.
+  const [dataText, setDataText] = useState(dataId);
+  useEffect(() => setDataText(dataId), [dataId]);
 
   const params = { status: status.join(","), q: search, mode, data: dataId, sort: sortBy, order: sortOrder };
   const go = (changes: Record<string, string | number>) =>
@@ -158,8 +162,9 @@ export function RolloutsPage({ route }: { route: Route }) {
         </select>
         <input
           placeholder={`data id${pageOnly}`}
-          value={dataId}
+          value={dataText}
           data-testid="data-filter"
+          onInput={(e) => setDataText((e.target as HTMLInputElement).value)}
           onChange={(e) => go({ data: (e.target as HTMLInputElement).value.trim(), offset: 0 })}
         />
         <label class="auto">
