@@ -1,4 +1,4 @@
-import type { ServeFn } from "../ppo/algorithm.js";
+import type { ServeFn } from "../ppo/serving.js";
 import type { WeightSync } from "./weight-sync.js";
 
 export interface ExternalEngineOptions {

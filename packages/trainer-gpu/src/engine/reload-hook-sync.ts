@@ -2,7 +2,7 @@ import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { saveCheckpoint } from "../model/checkpoint.js";
 import { PolicyModel } from "../model/policy-model.js";
-import type { PolicyBundle } from "../ppo/algorithm.js";
+import type { PolicyBundle } from "../ppo/serving.js";
 import { exportPretrained } from "../pretrained/export.js";
 import { PretrainedModel } from "../pretrained/pretrained-model.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";

@@ -1,6 +1,6 @@
 import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import type { PolicyBundle } from "../ppo/algorithm.js";
+import type { PolicyBundle } from "../ppo/serving.js";
 import { exportPeftAdapter } from "../pretrained/peft.js";
 import { PretrainedModel } from "../pretrained/pretrained-model.js";
 import { type WeightSync, WeightSyncError } from "./weight-sync.js";

@@ -1,4 +1,4 @@
-import type { PolicyBundle } from "../ppo/algorithm.js";
+import type { PolicyBundle } from "../ppo/serving.js";
 
 /**
  * How the weights the trainer updates reach an external inference engine (vLLM, SGLang, ...) that

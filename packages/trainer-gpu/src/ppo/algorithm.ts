@@ -13,91 +13,18 @@ import {
   type Triplet,
 } from "@agl/core";
 import { LLMProxy } from "@agl/proxy";
-import { z } from "zod";
-import type { CausalLM } from "../model/causal-lm.js";
-import { defaultModelName, PolicyServer } from "../server/policy-server.js";
-import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
+import { defaultModelName } from "../server/policy-server.js";
 import { savePPOCheckpoint } from "./checkpoint.js";
 import { CollectAbortedError, type CollectedRollout, collectRollouts } from "./collect.js";
 import { type PPOConfig, type PPOConfigInput, parsePPOConfig } from "./config.js";
 import { MetricsLog, type MetricsRecord } from "./metrics-log.js";
 import { AdamW } from "./optim.js";
+import { type PPOProxyOptions, PPOProxyOptionsSchema } from "./proxy-options.js";
 import { deriveSeed, SeededRandom } from "./rng.js";
 import { pauseForUpdate, resumeFromCheckpoint, warnIgnoredKeys } from "./run-support.js";
+import { type PolicyBundle, type ServeFn, servePolicy } from "./serving.js";
 import { ppoUpdate } from "./step.js";
 import { ValueHead } from "./value-head.js";
-
-/**
- * The policy being trained: model, tokenizer and chat template — what `loadCheckpoint` returns for a
- * `PolicyModel`, or `loadPretrained` + `HfTokenizer`/`HfChatTemplate` (see `loadPretrainedPolicy`).
- */
-export interface PolicyBundle {
-  model: CausalLM;
-  tokenizer: TextTokenizer;
-  template: ChatEncoder;
-}
-
-/** A running OpenAI-compatible server sampling from `PolicyBundle.model`. */
-export interface ServingHandle {
-  /** Base URL of the OpenAI API (ending in `/v1`). */
-  url: string;
-  /** Bearer token the proxy sends to the server. */
-  apiKey?: string;
-  /**
-   * The model name to ask the server for, when it is not the agents' model name (an external engine
-   * serving each policy version under its own LoRA adapter name). Read again after every swap.
-   */
-  servedModel?: () => string;
-  /** Drain running generations, run `apply` (which changes the model's weights in place), bump and
-   * return the served model version, resume. */
-  swapWeights(apply: () => void | Promise<void>): Promise<string | number>;
-  close(): Promise<void>;
-}
-
-export type ServeFn = (policy: PolicyBundle, options: { modelName: string }) => Promise<ServingHandle>;
-
-/** The default: the in-process `PolicyServer` (dynamic batching, vLLM token ids) on a loopback port. */
-export const servePolicy: ServeFn = async (policy, { modelName }) => {
-  const server = new PolicyServer({
-    model: policy.model,
-    tokenizer: policy.tokenizer,
-    template: policy.template,
-    modelName,
-  });
-  await server.start();
-  return {
-    url: server.baseUrl,
-    swapWeights: (apply) => server.swapWeights(async () => apply()),
-    close: () => server.stop(),
-  };
-};
-
-/** Where the trainer's LLM proxy listens and what it tells agents (who may be on other machines). */
-export interface PPOProxyOptions {
-  /** Interface to bind (default "127.0.0.1"; "0.0.0.0" for workers on other machines). */
-  host?: string;
-  /** Port (default 0: a free one; fix it when `publicUrl` names it). */
-  port?: number;
-  /** Base URL workers reach the proxy at, published in the ProxyLLM (e.g. "http://trainer-1:8100"). */
-  publicUrl?: string;
-  /**
-   * Secret of the per-attempt tokens (>= 16 chars). Default $AGL_PROXY_TOKEN_SECRET, else random per
-   * run (then only in-process runners can mint tokens). Remote workers need the same secret
-   * (`agl-worker --proxy-token-secret` or $AGL_PROXY_TOKEN_SECRET); it is never put in the store.
-   */
-  tokenSecret?: string;
-}
-
-const PPOProxyOptionsSchema = z.strictObject({
-  host: z.string().min(1).optional(),
-  port: z.number().int().min(0).max(65535).optional(),
-  publicUrl: z
-    .string()
-    .url()
-    .refine((u) => /^https?:\/\//.test(u), "must be an http(s) URL")
-    .optional(),
-  tokenSecret: z.string().min(16).optional(),
-});
 
 export interface PPOOptions {
   config?: PPOConfigInput;

@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { PolicyModel } from "../model/policy-model.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";
-import { PPO, type PPOProxyOptions } from "./algorithm.js";
+import { PPO } from "./algorithm.js";
+import type { PPOProxyOptions } from "./proxy-options.js";
 
 const tokenizer = new Tokenizer({ chars: "ab" });
 const policy = {

@@ -1,0 +1,48 @@
+import type { CausalLM } from "../model/causal-lm.js";
+import { PolicyServer } from "../server/policy-server.js";
+import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
+
+/**
+ * The policy being trained: model, tokenizer and chat template — what `loadCheckpoint` returns for a
+ * `PolicyModel`, or `loadPretrained` + `HfTokenizer`/`HfChatTemplate` (see `loadPretrainedPolicy`).
+ */
+export interface PolicyBundle {
+  model: CausalLM;
+  tokenizer: TextTokenizer;
+  template: ChatEncoder;
+}
+
+/** A running OpenAI-compatible server sampling from `PolicyBundle.model`. */
+export interface ServingHandle {
+  /** Base URL of the OpenAI API (ending in `/v1`). */
+  url: string;
+  /** Bearer token the proxy sends to the server. */
+  apiKey?: string;
+  /**
+   * The model name to ask the server for, when it is not the agents' model name (an external engine
+   * serving each policy version under its own LoRA adapter name). Read again after every swap.
+   */
+  servedModel?: () => string;
+  /** Drain running generations, run `apply` (which changes the model's weights in place), bump and
+   * return the served model version, resume. */
+  swapWeights(apply: () => void | Promise<void>): Promise<string | number>;
+  close(): Promise<void>;
+}
+
+export type ServeFn = (policy: PolicyBundle, options: { modelName: string }) => Promise<ServingHandle>;
+
+/** The default: the in-process `PolicyServer` (dynamic batching, vLLM token ids) on a loopback port. */
+export const servePolicy: ServeFn = async (policy, { modelName }) => {
+  const server = new PolicyServer({
+    model: policy.model,
+    tokenizer: policy.tokenizer,
+    template: policy.template,
+    modelName,
+  });
+  await server.start();
+  return {
+    url: server.baseUrl,
+    swapWeights: (apply) => server.swapWeights(async () => apply()),
+    close: () => server.stop(),
+  };
+};
