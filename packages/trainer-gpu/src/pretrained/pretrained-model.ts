@@ -1,10 +1,10 @@
 import * as tf from "@tensorflow/tfjs";
 import { batchInputs, CausalMasks, checkLength, targetLogProbs, toRows } from "../model/batch-inputs.js";
 import type { CausalLM, IdsInput, LayerKV, MaskInput } from "../model/causal-lm.js";
-import { addBias, embedRows, mm } from "../model/ops.js";
+import { embedRows, mm } from "../model/ops.js";
 import { BaseModelView } from "./base-view.js";
+import { decoderBlocks } from "./decoder.js";
 import type { ArchConfig } from "./hf-config.js";
-import { applyRotary, groupBias, groupedAttention, rmsNorm, siluGate } from "./layers.js";
 import { type LoraSettings, type LoraWeights, loraTrainables } from "./lora-state.js";
 import { RotaryCache } from "./rope.js";
 import type { FloatTensor } from "./safetensors.js";
@@ -218,20 +218,7 @@ export class PretrainedModel implements CausalLM {
     this.vars.clear();
   }
 
-  private linear(x: tf.Tensor, path: string, adapters: boolean): tf.Tensor {
-    let y = mm(x, this.variable(`${path}.weight`));
-    const bias = this.vars.get(`${path}.bias`);
-    if (bias) y = addBias(y, bias);
-    const lora = adapters ? this.lora?.weights.get(path) : undefined;
-    if (lora)
-      y = tf.add(
-        y,
-        tf.mul(mm(mm(x, lora.a), lora.b), (this.lora as { settings: LoraSettings }).settings.scale),
-      );
-    return y;
-  }
-
-  /** Run the decoder layers on embedded tokens `x [B*T,d]` at `positions`; `bias` masks attention scores. */
+  /** Run the decoder layers (see decoder.ts) on embedded tokens `x [B*T,d]`. */
   private blocks(
     x: tf.Tensor2D,
     B: number,
@@ -241,44 +228,8 @@ export class PretrainedModel implements CausalLM {
     adapters: boolean,
     past?: LayerKV[],
   ): { h: tf.Tensor2D; kv: LayerKV[] } {
-    const a = this.arch;
-    const { numHeads: H, numKvHeads: Hkv, headDim: dh, rmsNormEps: eps } = a;
-    const { cos, sin } = this.rotary.tables(positions, B, T);
-    const attnBias = groupBias(bias, H / Hkv);
-    const heads = (t: tf.Tensor, n: number) => tf.reshape(t, [B, T, n, dh]);
-    const toBHTD = (t: tf.Tensor) => tf.transpose(t, [0, 2, 1, 3]) as tf.Tensor4D;
-    const kv: LayerKV[] = [];
-    let h: tf.Tensor = x;
-    for (let l = 0; l < a.numLayers; l++) {
-      const p = `model.layers.${l}`;
-      const xn = rmsNorm(h, this.variable(`${p}.input_layernorm.weight`), eps);
-      let q = heads(this.linear(xn, `${p}.self_attn.q_proj`, adapters), H);
-      let k = heads(this.linear(xn, `${p}.self_attn.k_proj`, adapters), Hkv);
-      const v = toBHTD(heads(this.linear(xn, `${p}.self_attn.v_proj`, adapters), Hkv));
-      if (a.qkNorm) {
-        q = rmsNorm(q, this.variable(`${p}.self_attn.q_norm.weight`), eps);
-        k = rmsNorm(k, this.variable(`${p}.self_attn.k_norm.weight`), eps);
-      }
-      const qr = applyRotary(toBHTD(q), cos, sin);
-      let kr = applyRotary(toBHTD(k), cos, sin);
-      let vr = v;
-      if (past) {
-        const prev = past[l] as LayerKV;
-        kr = tf.concat([prev.k, kr], 2);
-        vr = tf.concat([prev.v, vr], 2);
-      }
-      kv.push({ k: kr, v: vr });
-      const attn = groupedAttention(qr, kr, vr, attnBias, 1 / Math.sqrt(dh));
-      const merged = tf.reshape(tf.transpose(attn, [0, 2, 1, 3]), [B * T, H * dh]);
-      h = tf.add(h, this.linear(merged, `${p}.self_attn.o_proj`, adapters));
-      const xn2 = rmsNorm(h, this.variable(`${p}.post_attention_layernorm.weight`), eps);
-      const act = siluGate(
-        this.linear(xn2, `${p}.mlp.gate_proj`, adapters),
-        this.linear(xn2, `${p}.mlp.up_proj`, adapters),
-      );
-      h = tf.add(h, this.linear(act, `${p}.mlp.down_proj`, adapters));
-    }
-    return { h: rmsNorm(h, this.variable("model.norm.weight"), eps) as tf.Tensor2D, kv };
+    const weights = { arch: this.arch, lora: this.lora, weight: (name: string) => this.vars.get(name) };
+    return decoderBlocks(weights, this.rotary, x, B, T, positions, bias, adapters, past);
   }
 
   /**

@@ -1,0 +1,89 @@
+import * as tf from "@tensorflow/tfjs";
+import type { LayerKV } from "../model/causal-lm.js";
+import { addBias, mm } from "../model/ops.js";
+import type { ArchConfig } from "./hf-config.js";
+import { applyRotary, groupBias, groupedAttention, rmsNorm, siluGate } from "./layers.js";
+import type { LoraSettings, LoraWeights } from "./lora-state.js";
+import type { RotaryCache } from "./rope.js";
+
+/**
+ * The decoder stack of `PretrainedModel`: per layer RMSNorm, rotary grouped-query attention and the
+ * SiLU-gated MLP (each linear with its LoRA adapter), then the final norm. Kept apart from the model
+ * class, which owns the weights and the CausalLM surface, so this file is only the forward math.
+ */
+
+/** What the decoder reads from the model: its architecture, weights and LoRA adapters. */
+export interface DecoderWeights {
+  readonly arch: ArchConfig;
+  readonly lora: { settings: LoraSettings; weights: Map<string, LoraWeights> } | null;
+  /** The named weight, or undefined when this architecture has none (e.g. a bias). */
+  weight(name: string): tf.Variable | undefined;
+}
+
+function need(m: DecoderWeights, name: string): tf.Variable {
+  const v = m.weight(name);
+  if (!v) throw new Error(`No weight "${name}"`);
+  return v;
+}
+
+function linear(m: DecoderWeights, x: tf.Tensor, path: string, adapters: boolean): tf.Tensor {
+  let y = mm(x, need(m, `${path}.weight`));
+  const bias = m.weight(`${path}.bias`);
+  if (bias) y = addBias(y, bias);
+  const lora = adapters ? m.lora?.weights.get(path) : undefined;
+  if (lora)
+    y = tf.add(y, tf.mul(mm(mm(x, lora.a), lora.b), (m.lora as { settings: LoraSettings }).settings.scale));
+  return y;
+}
+
+/** Run the decoder layers on embedded tokens `x [B*T,d]` at `positions`; `bias` masks attention scores. */
+export function decoderBlocks(
+  m: DecoderWeights,
+  rotary: RotaryCache,
+  x: tf.Tensor2D,
+  B: number,
+  T: number,
+  positions: Int32Array,
+  bias: tf.Tensor,
+  adapters: boolean,
+  past?: LayerKV[],
+): { h: tf.Tensor2D; kv: LayerKV[] } {
+  const a = m.arch;
+  const { numHeads: H, numKvHeads: Hkv, headDim: dh, rmsNormEps: eps } = a;
+  const { cos, sin } = rotary.tables(positions, B, T);
+  const attnBias = groupBias(bias, H / Hkv);
+  const heads = (t: tf.Tensor, n: number) => tf.reshape(t, [B, T, n, dh]);
+  const toBHTD = (t: tf.Tensor) => tf.transpose(t, [0, 2, 1, 3]) as tf.Tensor4D;
+  const kv: LayerKV[] = [];
+  let h: tf.Tensor = x;
+  for (let l = 0; l < a.numLayers; l++) {
+    const p = `model.layers.${l}`;
+    const xn = rmsNorm(h, need(m, `${p}.input_layernorm.weight`), eps);
+    let q = heads(linear(m, xn, `${p}.self_attn.q_proj`, adapters), H);
+    let k = heads(linear(m, xn, `${p}.self_attn.k_proj`, adapters), Hkv);
+    const v = toBHTD(heads(linear(m, xn, `${p}.self_attn.v_proj`, adapters), Hkv));
+    if (a.qkNorm) {
+      q = rmsNorm(q, need(m, `${p}.self_attn.q_norm.weight`), eps);
+      k = rmsNorm(k, need(m, `${p}.self_attn.k_norm.weight`), eps);
+    }
+    const qr = applyRotary(toBHTD(q), cos, sin);
+    let kr = applyRotary(toBHTD(k), cos, sin);
+    let vr = v;
+    if (past) {
+      const prev = past[l] as LayerKV;
+      kr = tf.concat([prev.k, kr], 2);
+      vr = tf.concat([prev.v, vr], 2);
+    }
+    kv.push({ k: kr, v: vr });
+    const attn = groupedAttention(qr, kr, vr, attnBias, 1 / Math.sqrt(dh));
+    const merged = tf.reshape(tf.transpose(attn, [0, 2, 1, 3]), [B * T, H * dh]);
+    h = tf.add(h, linear(m, merged, `${p}.self_attn.o_proj`, adapters));
+    const xn2 = rmsNorm(h, need(m, `${p}.post_attention_layernorm.weight`), eps);
+    const act = siluGate(
+      linear(m, xn2, `${p}.mlp.gate_proj`, adapters),
+      linear(m, xn2, `${p}.mlp.up_proj`, adapters),
+    );
+    h = tf.add(h, linear(m, act, `${p}.mlp.down_proj`, adapters));
+  }
+  return { h: rmsNorm(h, need(m, "model.norm.weight"), eps) as tf.Tensor2D, kv };
+}
