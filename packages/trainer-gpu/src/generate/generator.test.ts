@@ -1,7 +1,8 @@
 import * as tf from "@tensorflow/tfjs";
 import { describe, expect, it } from "vitest";
 import { tinySetup } from "../test-support/tiny.js";
-import { type GenerateResult, Generator } from "./generator.js";
+import { Generator } from "./generator.js";
+import type { GenerateResult } from "./request.js";
 import { createRng, sampleToken } from "./sampling.js";
 
 const prompts = ["hi", "a much longer prompt than the first one", "mid", "x", "another prompt"];

@@ -3,7 +3,8 @@ import * as tf from "@tensorflow/tfjs";
 import type { CausalLM } from "../model/causal-lm.js";
 import { IncrementalDecoder, type TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { BatchCache } from "./batch-cache.js";
-import { createRng, type SampledToken, sampleToken, topLogprobs } from "./sampling.js";
+import type { FinishReason, GeneratedToken, GenerateRequest, GenerateResult } from "./request.js";
+import { createRng, sampleToken, topLogprobs } from "./sampling.js";
 
 /**
  * The generation engine: a dynamic-batching scheduler over one KV cache.
@@ -15,53 +16,6 @@ import { createRng, type SampledToken, sampleToken, topLogprobs } from "./sampli
  * columns nobody uses any more are sliced off. Sampling runs per sequence with its own seeded RNG, so a
  * request gets the same tokens whether it runs alone or joins a busy batch.
  */
-
-export interface GenerateParams {
-  maxTokens?: number;
-  temperature?: number;
-  topP?: number;
-  topK?: number;
-  /** Seed of this sequence's sampler; random when absent. */
-  seed?: number;
-  /** Stop strings: generation ends when the text ends with one; it is cut from `text` (ids keep it). */
-  stop?: readonly string[];
-  /** Keep sampling past the eos tokens (benchmarks). */
-  ignoreEos?: boolean;
-  /** How many most-likely alternatives to report per token (raw distribution). */
-  topLogprobs?: number;
-}
-
-export interface GenerateRequest extends GenerateParams {
-  promptIds: readonly number[];
-  signal?: AbortSignal;
-  /** Called once per step with the new token and the text that became final (stop-string hold-back). */
-  onToken?: (event: TokenEvent) => void;
-}
-
-export interface TokenEvent {
-  /** The sampled token; absent on the final event that only releases held-back text. */
-  token?: GeneratedToken;
-  /** Newly released text (may be empty while a possible stop string is being held back). */
-  textDelta: string;
-}
-
-export interface GeneratedToken extends SampledToken {
-  topLogprobs?: Array<{ id: number; logprob: number }>;
-}
-
-export type FinishReason = "stop" | "length" | "abort";
-
-export interface GenerateResult {
-  promptIds: number[];
-  /** Generated ids, including the `<eos>` that ended generation (as vLLM includes the stop token). */
-  tokenIds: number[];
-  tokens: GeneratedToken[];
-  /** Decoded output without control tokens, cut at a matched stop string. */
-  text: string;
-  finishReason: FinishReason;
-  /** The weights version that produced every token of this result. */
-  modelVersion: number;
-}
 
 export interface GeneratorOptions {
   /** Most sequences decoded together (default 64). */

@@ -1,2 +1,3 @@
 export * from "./generator.js";
+export * from "./request.js";
 export * from "./sampling.js";

@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from "@agl/core";
 import type { Context } from "hono";
-import type { TokenEvent } from "../generate/generator.js";
+import type { TokenEvent } from "../generate/request.js";
 import { TOOL_CALL_OPEN } from "../tokenizer/tool-calls.js";
 import { assistantMessage, chatLogprobs } from "./format.js";
 import { newId, nowSec, type RouteContext } from "./route-context.js";

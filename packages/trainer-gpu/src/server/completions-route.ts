@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { TokenEvent } from "../generate/generator.js";
+import type { TokenEvent } from "../generate/request.js";
 import { completionFinishReason, completionLogprobs } from "./format.js";
 import { newId, nowSec, type RouteContext } from "./route-context.js";
 import { type CompletionRequest, CompletionRequestSchema, HttpError } from "./schemas.js";

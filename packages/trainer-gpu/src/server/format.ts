@@ -1,4 +1,4 @@
-import type { GeneratedToken, GenerateResult } from "../generate/generator.js";
+import type { GeneratedToken, GenerateResult } from "../generate/request.js";
 import type { ToolCall } from "../tokenizer/messages.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 

@@ -1,6 +1,6 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { GenerateResult } from "../generate/generator.js";
+import type { GenerateResult } from "../generate/request.js";
 import { tinySetup } from "../test-support/tiny.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";

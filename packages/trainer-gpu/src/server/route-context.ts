@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
 import type { Context } from "hono";
 import type { z } from "zod";
-import type { GenerateRequest, Generator, TokenEvent } from "../generate/generator.js";
+import type { Generator } from "../generate/generator.js";
+import type { GenerateRequest, TokenEvent } from "../generate/request.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { type ChatCompletionRequest, type CompletionRequest, HttpError, zodToHttpError } from "./schemas.js";
 

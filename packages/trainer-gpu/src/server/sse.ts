@@ -5,7 +5,7 @@
  */
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
-import type { GenerateResult } from "../generate/generator.js";
+import type { GenerateResult } from "../generate/request.js";
 import type { RouteContext } from "./route-context.js";
 
 const TIMEOUT_ERROR = { message: "Generation timed out", type: "timeout", param: null, code: "timeout" };

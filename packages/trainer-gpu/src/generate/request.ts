@@ -1,0 +1,51 @@
+import type { SampledToken } from "./sampling.js";
+
+// The public shapes of the generation API — what callers send, what streams back per token and what a
+// finished sequence resolves to — apart from the scheduler so the server's routes depend only on these.
+
+export interface GenerateParams {
+  maxTokens?: number;
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  /** Seed of this sequence's sampler; random when absent. */
+  seed?: number;
+  /** Stop strings: generation ends when the text ends with one; it is cut from `text` (ids keep it). */
+  stop?: readonly string[];
+  /** Keep sampling past the eos tokens (benchmarks). */
+  ignoreEos?: boolean;
+  /** How many most-likely alternatives to report per token (raw distribution). */
+  topLogprobs?: number;
+}
+
+export interface GenerateRequest extends GenerateParams {
+  promptIds: readonly number[];
+  signal?: AbortSignal;
+  /** Called once per step with the new token and the text that became final (stop-string hold-back). */
+  onToken?: (event: TokenEvent) => void;
+}
+
+export interface TokenEvent {
+  /** The sampled token; absent on the final event that only releases held-back text. */
+  token?: GeneratedToken;
+  /** Newly released text (may be empty while a possible stop string is being held back). */
+  textDelta: string;
+}
+
+export interface GeneratedToken extends SampledToken {
+  topLogprobs?: Array<{ id: number; logprob: number }>;
+}
+
+export type FinishReason = "stop" | "length" | "abort";
+
+export interface GenerateResult {
+  promptIds: number[];
+  /** Generated ids, including the `<eos>` that ended generation (as vLLM includes the stop token). */
+  tokenIds: number[];
+  tokens: GeneratedToken[];
+  /** Decoded output without control tokens, cut at a matched stop string. */
+  text: string;
+  finishReason: FinishReason;
+  /** The weights version that produced every token of this result. */
+  modelVersion: number;
+}
