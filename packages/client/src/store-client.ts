@@ -9,7 +9,6 @@
  * resent: the store drops a (rollout, attempt, span_id) it already has.
  */
 import {
-  AbortedError,
   type Attempt,
   type AttemptedRollout,
   AttemptedRolloutSchema,
@@ -18,7 +17,6 @@ import {
   AttemptSchema,
   type EnqueueRolloutRequest,
   InvalidArgumentError,
-  invalidId,
   type LightningStore,
   type NamedResources,
   type PaginatedResult,
@@ -36,7 +34,6 @@ import {
   SpanSchema,
   type StartRolloutRequest,
   type StoreCapabilities,
-  StoreClosedError,
   type StoreStatistics,
   spanFromReadable,
   type WaitForRolloutsOptions,
@@ -45,10 +42,8 @@ import {
   WorkerSchema,
 } from "@agl/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import type { z } from "zod";
-import { HttpError } from "./http/errors.js";
 import { StoreTransport, type TransportOptions } from "./http/transport.js";
-import { AGL_SERVER_HEADER, type Shape } from "./http/trusted.js";
+import { AGL_SERVER_HEADER } from "./http/trusted.js";
 import {
   AttemptedRolloutList,
   MaybeAttempt,
@@ -68,23 +63,13 @@ import {
   StatisticsAnswer,
   trustedAttempt,
   trustedClaims,
-  trustedRollouts,
   trustedSequenceIds,
   trustedSpans,
   wireQuery,
 } from "./http/wire.js";
 import { parseClientOptions } from "./options.js";
-
-/**
- * An id as one path segment. Ids the store rejects (`.` and `..() => `, which URL normalisation would turn
- * into another route whatever their escaping, control characters, lone surrogates) fail here with the
- * store's own InvalidArgumentError instead of reaching a wrong route or throwing a URIError.
- */
-function enc(id: string, field: string): string {
-  const problem = typeof id === "string" ? invalidId(id) : "must be a string";
-  if (problem) throw new InvalidArgumentError(field, problem);
-  return encodeURIComponent(id);
-}
+import { waitForRollouts } from "./rollout-waits.js";
+import { enc, StoreCaller } from "./store-call.js";
 
 export interface LightningStoreClientOptions extends TransportOptions {
   /** Longest single server-side wait asked for by waitForRollouts, in seconds. Default 10. */
@@ -102,9 +87,6 @@ export interface StoreServerInfo {
   description: string;
 }
 
-/** Set by the agl store server on POST /waits/rollouts when the wait ended before its cap. */
-const WAIT_COMPLETE_HEADER = "x-agl-wait-complete";
-
 export class LightningStoreClient implements LightningStore {
   readonly capabilities: StoreCapabilities = {
     thread_safe: true,
@@ -115,14 +97,14 @@ export class LightningStoreClient implements LightningStore {
   readonly url: string;
   private readonly http: StoreTransport;
   private readonly waitChunkSeconds: number;
-  private closed = false;
-  /** Whether the server has the batch span routes (learned on first use). */
-  private batchRoutes: boolean | undefined;
+  /** Sends each call and validates its answer (store-call.ts). */
+  private readonly caller: StoreCaller;
 
   constructor(options: LightningStoreClientOptions | string) {
     const opts = parseClientOptions(options);
     this.http = new StoreTransport(opts);
     this.url = this.http.root;
+    this.caller = new StoreCaller(this.http);
     this.waitChunkSeconds = opts.waitChunkSeconds ?? 10;
   }
 
@@ -137,37 +119,6 @@ export class LightningStoreClient implements LightningStore {
   }
 
   /**
-   * One request; the answer is validated with `schema`. On the hot routes a `trusted` shape check
-   * replaces the full zod parse when the answer comes from an agl store server (which built it from
-   * objects its store already validated): re-parsing every span and rollout was ~40% of the
-   * client's CPU. Answers from other servers (e.g. Python Agent Lightning) always get the full parse,
-   * which also fills the defaults of fields they leave out.
-   */
-  private async call<T>(
-    schema: z.ZodType<T>,
-    method: "get" | "post",
-    route: string | (() => string),
-    options: Parameters<StoreTransport["request"]>[2] = {},
-    trusted?: Shape<T>,
-  ): Promise<T> {
-    if (this.closed) throw new StoreClosedError("LightningStoreClient is closed");
-    // A lazy route builds its path (and checks its ids) here, so a bad id rejects like any other error.
-    const path = typeof route === "string" ? route : route();
-    let fromAgl = false;
-    const onResponse = options.onResponse;
-    const body = await this.http.request<unknown>(method, path, {
-      ...options,
-      onResponse: (res) => {
-        fromAgl = res.header(AGL_SERVER_HEADER) !== null;
-        onResponse?.(res);
-      },
-    });
-    const what = `response of ${method.toUpperCase()} ${path}`;
-    if (trusted && fromAgl) return trusted(body, what);
-    return parseOrThrow(schema, body, what);
-  }
-
-  /**
    * Ask the server which implementation it is (one GET /statistics, which also checks the token).
    * Everything else works with either; against Python Agent Lightning the client sends spans one
    * request each (it has no batch routes), waits by polling until every id is finished (it does not
@@ -175,7 +126,7 @@ export class LightningStoreClient implements LightningStore {
    */
   async serverInfo(): Promise<StoreServerInfo> {
     let marker: string | null = null;
-    const stats = await this.call(StatisticsAnswer, "get", "statistics", {
+    const stats = await this.caller.call(StatisticsAnswer, "get", "statistics", {
       onResponse: (res) => {
         marker = res.header(AGL_SERVER_HEADER);
       },
@@ -195,12 +146,12 @@ export class LightningStoreClient implements LightningStore {
   }
 
   async statistics(): Promise<StoreStatistics> {
-    return (await this.call(StatisticsAnswer, "get", "statistics")) as StoreStatistics;
+    return (await this.caller.call(StatisticsAnswer, "get", "statistics")) as StoreStatistics;
   }
 
   // --- rollouts and the queue
   startRollout(request: StartRolloutRequest): Promise<AttemptedRollout> {
-    return this.call(AttemptedRolloutSchema, "post", "rollouts", { json: request, idempotent: false });
+    return this.caller.call(AttemptedRolloutSchema, "post", "rollouts", { json: request, idempotent: false });
   }
 
   async enqueueRollout(request: EnqueueRolloutRequest): Promise<Rollout> {
@@ -209,7 +160,7 @@ export class LightningStoreClient implements LightningStore {
   }
 
   enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
-    return this.call(RolloutList, "post", "queues/rollouts/enqueue", {
+    return this.caller.call(RolloutList, "post", "queues/rollouts/enqueue", {
       json: { rollouts: requests },
       idempotent: false,
     });
@@ -226,7 +177,7 @@ export class LightningStoreClient implements LightningStore {
     workerId?: string | null;
   }): Promise<AttemptedRollout[]> {
     if (options.limit <= 0) return [];
-    return this.call(
+    return this.caller.call(
       AttemptedRolloutList,
       "post",
       "queues/rollouts/dequeue",
@@ -236,7 +187,7 @@ export class LightningStoreClient implements LightningStore {
   }
 
   startAttempt(rolloutId: string, options: { workerId?: string | null } = {}): Promise<AttemptedRollout> {
-    return this.call(
+    return this.caller.call(
       AttemptedRolloutSchema,
       "post",
       () => `rollouts/${enc(rolloutId, "rollout_id")}/attempts`,
@@ -255,7 +206,7 @@ export class LightningStoreClient implements LightningStore {
   async queryRollouts(query?: RolloutQuery): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
     const extension = (["modeIn", "dataIdIn", "dataIdContains"] as const).find((k) => query?.[k] != null);
     let fromAgl = false;
-    const page = await this.call(PaginatedRollouts, "post", "rollouts/search", {
+    const page = await this.caller.call(PaginatedRollouts, "post", "rollouts/search", {
       json: wireQuery(query),
       onResponse: (res) => {
         fromAgl = res.header(AGL_SERVER_HEADER) !== null;
@@ -271,11 +222,11 @@ export class LightningStoreClient implements LightningStore {
   }
 
   getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
-    return this.call(MaybeRollout, "get", () => `rollouts/${enc(rolloutId, "rollout_id")}`);
+    return this.caller.call(MaybeRollout, "get", () => `rollouts/${enc(rolloutId, "rollout_id")}`);
   }
 
   updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout> {
-    return this.call(RolloutSchema, "post", () => `rollouts/${enc(rolloutId, "rollout_id")}`, {
+    return this.caller.call(RolloutSchema, "post", () => `rollouts/${enc(rolloutId, "rollout_id")}`, {
       json: patch,
     });
   }
@@ -286,48 +237,13 @@ export class LightningStoreClient implements LightningStore {
    * `signal` drops the request in flight (the server then releases its wait) and rejects with
    * AbortedError.
    */
-  async waitForRollouts(rolloutIds: string[], options: WaitForRolloutsOptions = {}): Promise<Rollout[]> {
-    const { signal } = options;
-    AbortedError.throwIfAborted(signal, "waitForRollouts");
-    const timeout = options.timeoutSeconds === undefined ? null : options.timeoutSeconds;
-    const done = new Map<string, Rollout>();
-    const remaining = () => [...new Set(rolloutIds)].filter((id) => !done.has(id));
-    const deadline = timeout === null ? Number.POSITIVE_INFINITY : Date.now() + Math.max(0, timeout) * 1000;
-    for (;;) {
-      const ids = remaining();
-      if (ids.length === 0) break;
-      const left = (deadline - Date.now()) / 1000;
-      const chunk = timeout !== null && timeout <= 0 ? 0 : Math.max(0, Math.min(this.waitChunkSeconds, left));
-      // The server says whether its wait ended on its own (every known id finished; unknown ids
-      // never finish) rather than at its cap, so unknown ids do not keep us polling to the deadline.
-      let complete = false;
-      const asked = performance.now();
-      const finished = await this.call(
-        RolloutList,
-        "post",
-        "waits/rollouts",
-        {
-          json: { rollout_ids: ids, timeout: chunk },
-          timeoutMs: chunk * 1000 + 30_000,
-          signal,
-          onResponse: (res) => {
-            complete = res.header(WAIT_COMPLETE_HEADER) === "1";
-          },
-        },
-        trustedRollouts,
-      );
-      for (const rollout of finished) done.set(rollout.rollout_id, rollout);
-      // Earlier agl servers also flagged a wait that merely ran to the chunk as complete;
-      // only an answer before the chunk ran out proves every known id finished.
-      const early = (performance.now() - asked) / 1000 < chunk - 0.05;
-      if ((complete && early) || chunk === 0 || Date.now() >= deadline) break;
-    }
-    return [...done.values()];
+  waitForRollouts(rolloutIds: string[], options: WaitForRolloutsOptions = {}): Promise<Rollout[]> {
+    return waitForRollouts(this.caller, rolloutIds, options, this.waitChunkSeconds);
   }
 
   // --- attempts
   queryAttempts(rolloutId: string, query?: AttemptQuery): Promise<PaginatedResult<Attempt>> {
-    return this.call(
+    return this.caller.call(
       PaginatedAttempts,
       "post",
       () => `rollouts/${enc(rolloutId, "rollout_id")}/attempts/search`,
@@ -338,11 +254,15 @@ export class LightningStoreClient implements LightningStore {
   }
 
   getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
-    return this.call(MaybeAttempt, "get", () => `rollouts/${enc(rolloutId, "rollout_id")}/attempts/latest`);
+    return this.caller.call(
+      MaybeAttempt,
+      "get",
+      () => `rollouts/${enc(rolloutId, "rollout_id")}/attempts/latest`,
+    );
   }
 
   updateAttempt(rolloutId: string, attemptId: string, patch: AttemptPatch): Promise<Attempt> {
-    return this.call(
+    return this.caller.call(
       AttemptSchema,
       "post",
       () => `rollouts/${enc(rolloutId, "rollout_id")}/attempts/${enc(attemptId, "attempt_id")}`,
@@ -353,25 +273,33 @@ export class LightningStoreClient implements LightningStore {
 
   // --- resources
   addResources(resources: NamedResources): Promise<ResourcesUpdate> {
-    return this.call(ResourcesUpdateSchema, "post", "resources", { json: resources, idempotent: false });
-  }
-
-  updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate> {
-    return this.call(ResourcesUpdateSchema, "post", () => `resources/${enc(resourcesId, "resources_id")}`, {
+    return this.caller.call(ResourcesUpdateSchema, "post", "resources", {
       json: resources,
+      idempotent: false,
     });
   }
 
+  updateResources(resourcesId: string, resources: NamedResources): Promise<ResourcesUpdate> {
+    return this.caller.call(
+      ResourcesUpdateSchema,
+      "post",
+      () => `resources/${enc(resourcesId, "resources_id")}`,
+      {
+        json: resources,
+      },
+    );
+  }
+
   getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
-    return this.call(MaybeResources, "get", () => `resources/${enc(resourcesId, "resources_id")}`);
+    return this.caller.call(MaybeResources, "get", () => `resources/${enc(resourcesId, "resources_id")}`);
   }
 
   getLatestResources(): Promise<ResourcesUpdate | null> {
-    return this.call(MaybeResources, "get", "resources/latest");
+    return this.caller.call(MaybeResources, "get", "resources/latest");
   }
 
   queryResources(query?: ResourcesQuery): Promise<PaginatedResult<ResourcesUpdate>> {
-    return this.call(PaginatedResources, "get", "resources", {
+    return this.caller.call(PaginatedResources, "get", "resources", {
       searchParams: wireQuery(query) as Record<string, string | number>,
     });
   }
@@ -383,13 +311,13 @@ export class LightningStoreClient implements LightningStore {
    * one-per-request fallback of addManySpans for servers without the batch route.
    */
   async addSpan(span: SpanInput): Promise<Span | null> {
-    return this.call(MaybeSpan, "post", "spans", { json: parseOrThrow(SpanSchema, span, "span") });
+    return this.caller.call(MaybeSpan, "post", "spans", { json: parseOrThrow(SpanSchema, span, "span") });
   }
 
   async addManySpans(spans: SpanInput[]): Promise<Span[]> {
     if (spans.length === 0) return [];
-    const batched = await this.batch(() =>
-      this.call(SpanList, "post", "spans/batch", { json: { spans } }, trustedSpans),
+    const batched = await this.caller.batch(() =>
+      this.caller.call(SpanList, "post", "spans/batch", { json: { spans } }, trustedSpans),
     );
     if (batched) return batched;
     const stored: Span[] = [];
@@ -411,7 +339,7 @@ export class LightningStoreClient implements LightningStore {
   }
 
   async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
-    const body = await this.call(SequenceIdAnswer, "post", "spans/next", {
+    const body = await this.caller.call(SequenceIdAnswer, "post", "spans/next", {
       json: { rollout_id: rolloutId, attempt_id: attemptId },
     });
     return body.sequence_id;
@@ -419,8 +347,8 @@ export class LightningStoreClient implements LightningStore {
 
   async getManySpanSequenceIds(pairs: ReadonlyArray<readonly [string, string]>): Promise<number[]> {
     if (pairs.length === 0) return [];
-    const batched = await this.batch(async () => {
-      const body = await this.call(
+    const batched = await this.caller.batch(async () => {
+      const body = await this.caller.call(
         SequenceIdsAnswer,
         "post",
         "spans/next/batch",
@@ -438,18 +366,18 @@ export class LightningStoreClient implements LightningStore {
   }
 
   querySpans(rolloutId: string, query?: SpanQuery): Promise<PaginatedResult<Span>> {
-    return this.call(PaginatedSpans, "post", "spans/search", {
+    return this.caller.call(PaginatedSpans, "post", "spans/search", {
       json: { ...wireQuery(query), rollout_id: rolloutId },
     });
   }
 
   // --- workers
   queryWorkers(query?: WorkerQuery): Promise<PaginatedResult<Worker>> {
-    return this.call(PaginatedWorkers, "post", "workers/search", { json: wireQuery(query) });
+    return this.caller.call(PaginatedWorkers, "post", "workers/search", { json: wireQuery(query) });
   }
 
   getWorkerById(workerId: string): Promise<Worker | null> {
-    return this.call(MaybeWorker, "get", () => `workers/${enc(workerId, "worker_id")}`);
+    return this.caller.call(MaybeWorker, "get", () => `workers/${enc(workerId, "worker_id")}`);
   }
 
   updateWorker(
@@ -457,31 +385,12 @@ export class LightningStoreClient implements LightningStore {
     update?: { heartbeat_stats?: Record<string, unknown> | null },
   ): Promise<Worker> {
     const body = update?.heartbeat_stats != null ? { heartbeat_stats: update.heartbeat_stats } : {};
-    return this.call(WorkerSchema, "post", () => `workers/${enc(workerId, "worker_id")}`, { json: body });
+    return this.caller.call(WorkerSchema, "post", () => `workers/${enc(workerId, "worker_id")}`, {
+      json: body,
+    });
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    await this.http.close();
-  }
-
-  /**
-   * Run a batch-route call; null when the server lacks the route (a 404/405 that is not a store
-   * NotFoundError, e.g. a Python Agent Lightning server), remembered for later calls.
-   */
-  private async batch<T>(fn: () => Promise<T>): Promise<T | null> {
-    if (this.batchRoutes === false) return null;
-    try {
-      const result = await fn();
-      this.batchRoutes = true;
-      return result;
-    } catch (error) {
-      const missingRoute =
-        HttpError.isInstance(error) &&
-        (error.status === 405 || (error.status === 404 && error.errorType !== "NotFoundError"));
-      if (!missingRoute || this.batchRoutes === true) throw error;
-      this.batchRoutes = false;
-      return null;
-    }
+    await this.caller.close();
   }
 }

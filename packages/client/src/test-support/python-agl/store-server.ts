@@ -18,7 +18,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { InMemoryLightningStore, type LightningStore } from "@agl/core";
-import type { z } from "zod";
+import { checkPage, HttpAnswer, noNulls, parse, queryObject, requireKey } from "./fastapi-validation.js";
 import * as M from "./models.js";
 
 export interface PythonStoreServer {
@@ -29,67 +29,8 @@ export interface PythonStoreServer {
   close(): Promise<void>;
 }
 
-class HttpAnswer {
-  constructor(
-    readonly status: number,
-    readonly body: unknown,
-  ) {}
-}
-
 const PREFIX = "/v1/agl";
 const enc = decodeURIComponent;
-
-function validationError(error: z.ZodError, where: "body" | "query"): HttpAnswer {
-  return new HttpAnswer(422, {
-    detail: error.issues.map((issue) => ({
-      type: issue.code === "invalid_type" && issue.message.includes("undefined") ? "missing" : issue.code,
-      loc: [where, ...issue.path],
-      msg: issue.message.includes("received undefined") ? "Field required" : issue.message,
-      input: null,
-    })),
-  });
-}
-
-function parse<S extends z.ZodType>(
-  schema: S,
-  value: unknown,
-  where: "body" | "query" = "body",
-): z.output<S> {
-  const result = schema.safeParse(value);
-  if (!result.success) throw validationError(result.error, where);
-  return result.data;
-}
-
-function requireKey(body: unknown, key: string): void {
-  if (typeof body !== "object" || body === null || !(key in body)) {
-    throw new HttpAnswer(422, {
-      detail: [{ type: "missing", loc: ["body", key], msg: "Field required", input: body }],
-    });
-  }
-}
-
-/** `_get_mandatory_field_or_unset`: a key present with null is a 400. */
-function noNulls(body: Record<string, unknown>, keys: string[]): void {
-  for (const key of keys) {
-    if (key in body && body[key] === null) {
-      throw new HttpAnswer(400, { detail: `${key} is invalid; it cannot be a null value.` });
-    }
-  }
-}
-
-/** `_validate_paginated_request`. */
-function checkPage(q: { sort_by?: string | null; limit: number; offset: number }, model: z.ZodObject): void {
-  const fields = M.fieldsOf(model);
-  if (q.sort_by != null && !fields.includes(q.sort_by)) {
-    throw new HttpAnswer(400, {
-      detail: `Invalid sort_by: ${q.sort_by}, allowed fields are: ${fields.join(", ")}`,
-    });
-  }
-  if (q.limit === 0 || (q.limit < 0 && q.limit !== -1)) {
-    throw new HttpAnswer(400, { detail: "Limit must be greater than 0 or -1 for no limit" });
-  }
-  if (q.offset < 0) throw new HttpAnswer(400, { detail: "Offset must be greater than or equal to 0" });
-}
 
 const rolloutOut = (r: unknown) =>
   typeof r === "object" && r !== null && "attempt" in r ? M.AttemptedRollout.parse(r) : M.Rollout.parse(r);
@@ -113,18 +54,6 @@ const camelPage = (q: {
   limit: q.limit,
   offset: q.offset,
 });
-
-/** Query parameters as FastAPI's `Depends()` reads them: repeated keys for lists, numbers coerced. */
-function queryObject(url: URL, lists: string[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const key of new Set(url.searchParams.keys())) {
-    const values = url.searchParams.getAll(key);
-    if (lists.includes(key)) out[key] = values;
-    else if (["limit", "offset"].includes(key)) out[key] = Number(values[0]);
-    else out[key] = values[0];
-  }
-  return out;
-}
 
 type Handler = (args: { params: string[]; body: any; url: URL; store: LightningStore }) => Promise<unknown>;
 interface Route {
