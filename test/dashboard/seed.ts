@@ -18,8 +18,8 @@ import {
   Trainer,
 } from "@agl/core";
 import { type MockRequestInfo, startMockLLMServer } from "@agl/core/mock-llm";
-import { LLMProxy } from "@agl/proxy";
 import OpenAI from "openai";
+import { quietProxy } from "../support/quiet-proxy.js";
 
 export interface SeedTask {
   style: "chat" | "react" | "crash";
@@ -108,14 +108,7 @@ export interface SeedSummary {
 /** Fill `store` (any LightningStore) with the run above plus queued rollouts and resource versions. */
 export async function seedStore(store: LightningStore, options: { queued: number }): Promise<SeedSummary> {
   const mock = await startMockLLMServer({ respond, alwaysReturnTokenIds: true });
-  const proxy = new LLMProxy({
-    store,
-    backends: [{ url: mock.baseURL }],
-    model: "policy",
-    healthCheckIntervalMs: 0,
-    retries: 0,
-    logger: { warn() {}, error() {} },
-  });
+  const proxy = quietProxy(store, mock.baseURL);
   const proxyUrl = await proxy.start();
   try {
     const trainer = new Trainer({

@@ -6,22 +6,15 @@
 import { ProxySpansToTriplets } from "@agl/adapter";
 import { InMemoryLightningStore } from "@agl/core";
 import { startMockLLMServer } from "@agl/core/mock-llm";
-import { LLMProxy } from "@agl/proxy";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { expect, it } from "vitest";
+import { quietProxy } from "../support/quiet-proxy.js";
 
 it("chat, responses and messages calls of one conversation adapt to identical triplets", async () => {
   const mock = await startMockLLMServer({});
   const store = new InMemoryLightningStore({ watchdog: false });
-  const proxy = new LLMProxy({
-    store,
-    backends: [{ url: mock.baseURL }],
-    model: "policy",
-    healthCheckIntervalMs: 0,
-    retries: 0,
-    logger: { warn() {}, error() {} },
-  });
+  const proxy = quietProxy(store, mock.baseURL);
   const url = await proxy.start();
   try {
     const triplets: unknown[] = [];

@@ -6,21 +6,14 @@
 import { ProxySpansToTriplets } from "@agl/adapter";
 import { InMemoryLightningStore, newSpanId, newTraceId } from "@agl/core";
 import { mockEncode, startMockLLMServer } from "@agl/core/mock-llm";
-import { LLMProxy } from "@agl/proxy";
 import OpenAI from "openai";
 import { expect, it } from "vitest";
+import { quietProxy } from "../support/quiet-proxy.js";
 
 it("ProxySpansToTriplets reads the proxy's spans: exact ids, logprobs, rewards by sequence", async () => {
   const mock = await startMockLLMServer({ failFirst: 0 });
   const store = new InMemoryLightningStore({ watchdog: false });
-  const proxy = new LLMProxy({
-    store,
-    backends: [{ url: mock.baseURL }],
-    model: "policy",
-    healthCheckIntervalMs: 0,
-    retries: 0,
-    logger: { warn() {}, error() {} },
-  });
+  const proxy = quietProxy(store, mock.baseURL);
   const url = await proxy.start();
   try {
     const r = await store.startRollout({ input: {} });
@@ -71,14 +64,7 @@ it("ProxySpansToTriplets reads the proxy's spans: exact ids, logprobs, rewards b
 it("a call with n = 2 gives one triplet per choice, each with its own ids and logprobs, sharing the reward", async () => {
   const mock = await startMockLLMServer({ respond: (_req, i) => ({ content: `choice ${i}!` }) });
   const store = new InMemoryLightningStore({ watchdog: false });
-  const proxy = new LLMProxy({
-    store,
-    backends: [{ url: mock.baseURL }],
-    model: "policy",
-    healthCheckIntervalMs: 0,
-    retries: 0,
-    logger: { warn() {}, error() {} },
-  });
+  const proxy = quietProxy(store, mock.baseURL);
   const url = await proxy.start();
   try {
     const r = await store.startRollout({ input: {} });
