@@ -86,7 +86,7 @@ export function RolloutsPage({ route }: { route: Route }) {
         limit: PAGE_SIZE,
         offset,
       });
-      return { page, serverSide };
+      return { page, serverSide, offset };
     },
     [status.join(","), search, mode, dataId, sortBy, sortOrder, offset],
     auto ? REFRESH_MS : undefined,
@@ -229,7 +229,13 @@ export function RolloutsPage({ route }: { route: Route }) {
               id filter (this store filters only status and id itself)
             </p>
           )}
-          <Pager offset={offset} limit={PAGE_SIZE} total={total} onOffset={(o) => go({ offset: o })} />
+          {/* the page of the rows shown (a newer page may still be loading), so label and rows agree */}
+          <Pager
+            offset={query.data?.offset ?? offset}
+            limit={PAGE_SIZE}
+            total={total}
+            onOffset={(o) => go({ offset: o })}
+          />
         </>
       )}
       {!query.data && !query.error && <p class="loading">Loading rollouts…</p>}
