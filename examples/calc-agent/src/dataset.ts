@@ -80,32 +80,67 @@ function makeProblem(rng: SeededRandom): Problem {
 export interface Splits {
   /** RL prompts. */
   train: Problem[];
-  /** Problems the warm-start demonstrations are written for (disjoint from validation). */
+  /** Problems the warm-start demonstrations are written for. */
   demo: Problem[];
-  /** Held out: no (op, a, b) triple appears in train or demo. */
+  /** Held out, for choosing the best SFT checkpoint and for the RL curve. */
   val: Problem[];
+  /** Held out, for the final numbers only: never used to choose anything. */
+  test: Problem[];
 }
 
-export function makeSplits(sizes: { train: number; demo: number; val: number }, seed: number): Splits {
+/**
+ * The identity of a problem for keeping splits apart: the operation and its operands, in sorted order
+ * for + and * (so "37+48" and its commuted twin "48+37" are the same problem).
+ */
+export function problemKey(p: Pick<Problem, "op" | "a" | "b">): string {
+  const [x, y] = p.op === "-" ? [p.a, p.b] : [Math.min(p.a, p.b), Math.max(p.a, p.b)];
+  return `${p.op}${x},${y}`;
+}
+
+/** Disjoint splits: no problem (up to commuting + and *) appears in two splits or twice in one. */
+export function makeSplits(
+  sizes: { train: number; demo: number; val: number; test: number },
+  seed: number,
+): Splits {
   const rng = new SeededRandom(seed);
   const seen = new Set<string>();
   const take = (n: number, prefix: string): Problem[] => {
     const out: Problem[] = [];
     while (out.length < n) {
       const p = makeProblem(rng);
-      const key = `${p.op}${p.a},${p.b}`;
+      const key = problemKey(p);
       if (seen.has(key)) continue;
       seen.add(key);
       out.push({ ...p, id: `${prefix}-${out.length}` });
     }
     return out;
   };
+  const test = take(sizes.test, "test");
   const val = take(sizes.val, "val");
-  return { val, train: take(sizes.train, "train"), demo: take(sizes.demo, "demo") };
+  return { test, val, train: take(sizes.train, "train"), demo: take(sizes.demo, "demo") };
 }
 
 export function expressionOf(p: Problem): string {
   return `${p.a}${p.op}${p.b}`;
+}
+
+/**
+ * The tokenizer's vocabulary: every character the agent, the tool and the model's outputs can contain,
+ * plus multi-character pieces — the numbers 10-999 (so copying a number into a tool call, or a result
+ * into the answer, is copying one token, as in BPE vocabularies that keep up to three digits together)
+ * and every word of two or more letters in the questions and the tool-call format.
+ */
+export function vocabulary(problems: readonly Problem[]): { chars: string; pieces: string[] } {
+  const words = new Set<string>();
+  for (const text of [
+    ...problems.map((p) => p.question),
+    JSON.stringify({ name: CALCULATOR_TOOL.function.name, arguments: { expr: "1" } }),
+    "It is",
+  ]) {
+    for (const w of text.match(/[A-Za-z]{2,}/g) ?? []) words.add(w);
+  }
+  const numbers = Array.from({ length: 990 }, (_, i) => String(i + 10));
+  return { chars: alphabet(problems), pieces: [...numbers, ...[...words].sort()] };
 }
 
 /** Every character the agent, the tool and the model's outputs can contain (the tokenizer's alphabet). */
