@@ -44,7 +44,7 @@ function rollouts(): CollectedRollout[] {
   ];
 }
 
-function run(over: PPOConfigInput) {
+async function run(over: PPOConfigInput) {
   const config = parsePPOConfig({
     ...over,
     actor_rollout_ref: {
@@ -65,7 +65,7 @@ function run(over: PPOConfigInput) {
   const optimizer = new AdamW(policy.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0 });
   const valueHead = config.algorithm.adv_estimator === "gae" ? new ValueHead(8, 8, 1) : null;
   const before = Array.from(policy.trainableVariables[0]!.dataSync());
-  const metrics = ppoUpdate(
+  const metrics = await ppoUpdate(
     rollouts(),
     config,
     { policy, reference, optimizer, valueHead, padId: 0 },
@@ -77,8 +77,8 @@ function run(over: PPOConfigInput) {
 }
 
 describe("ppoUpdate wiring", () => {
-  it("GRPO: skips zero-variance groups and failed rollouts, trains the rest", () => {
-    const { metrics, moved } = run({ agentlightning: { trace_aggregator: { level: "transition" } } });
+  it("GRPO: skips zero-variance groups and failed rollouts, trains the rest", async () => {
+    const { metrics, moved } = await run({ agentlightning: { trace_aggregator: { level: "transition" } } });
     expect(moved).toBe(true);
     expect(metrics["training/n_rollouts_failed"]).toBe(1);
     expect(metrics["training/n_triplets"]).toBe(7);
@@ -87,8 +87,8 @@ describe("ppoUpdate wiring", () => {
     expect(metrics["actor/n_updates"]).toBe(1);
   });
 
-  it("trajectory mode merges the two-call rollout into one row", () => {
-    const { metrics } = run({ agentlightning: { trace_aggregator: { level: "trajectory" } } });
+  it("trajectory mode merges the two-call rollout into one row", async () => {
+    const { metrics } = await run({ agentlightning: { trace_aggregator: { level: "trajectory" } } });
     expect(metrics["agent_mode/n_sample_to_train"]).toBe(3);
     expect(metrics["training/n_trajectory_prefix_mismatch"]).toBe(0);
   });
@@ -98,8 +98,8 @@ describe("ppoUpdate wiring", () => {
     ["reinforce_plus_plus", {}],
     ["gae", {}],
     ["grpo", { use_kl_in_reward: true, kl_penalty: "low_var_kl" }],
-  ] as const)("%s runs end to end with finite metrics", (estimator, extra) => {
-    const { metrics, moved } = run({
+  ] as const)("%s runs end to end with finite metrics", async (estimator, extra) => {
+    const { metrics, moved } = await run({
       algorithm: { adv_estimator: estimator, ...extra },
       actor_rollout_ref: { actor: { use_kl_loss: true, tis_imp_ratio_cap: 2, entropy_coeff: 0.01 } },
     });
@@ -112,7 +112,7 @@ describe("ppoUpdate wiring", () => {
 });
 
 describe("KL penalty in the reward", () => {
-  it("with a reference that differs from the policy: hand-computed penalty and GRPO advantages", () => {
+  it("with a reference that differs from the policy: hand-computed penalty and GRPO advantages", async () => {
     const beta = 0.5;
     const config = parsePPOConfig({
       algorithm: {
@@ -144,7 +144,7 @@ describe("KL penalty in the reward", () => {
       eps: 1e-8,
       weightDecay: 0,
     });
-    const metrics = ppoUpdate(
+    const metrics = await ppoUpdate(
       rollouts(),
       config,
       { policy, reference, optimizer, valueHead: null, padId: 0 },

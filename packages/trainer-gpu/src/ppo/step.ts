@@ -1,5 +1,7 @@
 import type { CausalLM } from "../model/causal-lm.js";
-import { computeLogprobs, type RowTensors, scoringTemperature, updateActor } from "./actor.js";
+import { runActorUpdate } from "../parallel/data-parallel.js";
+import type { PolicyWorkers } from "../parallel/pool.js";
+import { computeLogprobs, type RowTensors, scoringTemperature } from "./actor.js";
 import { computeAdvantages, zeroVarianceGroups } from "./advantages.js";
 import { selectRows } from "./batch.js";
 import type { CollectedRollout } from "./collect.js";
@@ -21,6 +23,8 @@ export interface StepModels {
   optimizer: AdamW;
   valueHead: ValueHead | null;
   padId: number;
+  /** Compute the actor's micro-batch gradients on these worker threads (see `startPolicyWorkers`). */
+  workers?: PolicyWorkers | null;
 }
 
 function klValue(lp: number, ref: number, type: PPOConfig["algorithm"]["kl_penalty"]): number {
@@ -34,13 +38,13 @@ function klValue(lp: number, ref: number, type: PPOConfig["algorithm"]["kl_penal
 
 const mean = (xs: readonly number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
 
-export function ppoUpdate(
+export async function ppoUpdate(
   rollouts: readonly CollectedRollout[],
   config: PPOConfig,
   models: StepModels,
   rng: SeededRandom,
   totalSteps: number,
-): Record<string, number> {
+): Promise<Record<string, number>> {
   const actor = config.actor_rollout_ref.actor;
   const algo = config.algorithm;
   const usable = rollouts.filter((r) => r.status === "succeeded");
@@ -145,7 +149,7 @@ export function ppoUpdate(
     optim.lr_warmup_steps >= 0 ? optim.lr_warmup_steps : Math.floor(optim.lr_warmup_steps_ratio * totalSteps);
   const updatesPerStep = actor.ppo_epochs * Math.max(1, Math.ceil(rows.length / miniBatchRows(config)));
   t0 = performance.now();
-  const actorMetrics = updateActor(models.policy, models.optimizer, rows, inputs, {
+  const actorMetrics = await runActorUpdate(models, rows, inputs, {
     miniBatchRows: miniBatchRows(config),
     microBatchRows: micro,
     epochs: actor.ppo_epochs,
