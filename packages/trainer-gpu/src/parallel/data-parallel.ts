@@ -55,7 +55,8 @@ export async function updateActorOnWorkers(
 
 /**
  * The actor update on `workers` when given (their model must be `policy`), else in this thread: what
- * `ppoUpdate` calls.
+ * `ppoUpdate` calls. With workers, micro-batches are at most `miniBatchRows / workers` rows so that each
+ * worker gets one (the same update up to float summation order: gradient accumulation is exact in math).
  */
 export function runActorUpdate(
   models: { policy: TrainablePolicy; optimizer: AdamW; workers?: PolicyWorkers | null },
@@ -70,7 +71,12 @@ export function runActorUpdate(
       new InvalidArgumentError("workers", "the worker pool must hold the policy being trained"),
     );
   }
-  return updateActorOnWorkers(workers, optimizer, rows, inputs, o);
+  // Every worker needs a micro-batch of each mini-batch to be busy: split finer when there are fewer.
+  const perWorker = Math.ceil(o.miniBatchRows / workers.size);
+  return updateActorOnWorkers(workers, optimizer, rows, inputs, {
+    ...o,
+    microBatchRows: Math.min(o.microBatchRows, perWorker),
+  });
 }
 
 /** Gradients and loss shares of SFT micro-batches (see `sftMicroGrads`), computed on the workers. */
