@@ -57,7 +57,7 @@ function transcripts(n: number): SftExample[] {
     const b = rng.int(9000) + 100;
     return {
       messages: [
-        { role: "user", content: `What is ${a} * ${b}? Use the calculator tool, then answer.` },
+        { role: "user", content: `What is ${a} * ${b}?` },
         {
           role: "assistant",
           content: `<tool_call>{"name":"calc","arguments":{"expr":"${a}*${b}"}}</tool_call>`,

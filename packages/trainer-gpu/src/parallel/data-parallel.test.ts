@@ -58,7 +58,7 @@ describe("data-parallel SFT", () => {
         expect(l).toBeCloseTo(a.losses[i] as number, 6);
         expect(l).toBeCloseTo(c.losses[i] as number, 4);
       });
-      expect(maxAbsDiff(serialWhole, parallel)).toBeLessThan(1e-3);
+      expect(maxAbsDiff(serialWhole, parallel)).toBeLessThan(1e-4);
       // The workers hold the trained weights: their greedy sample is the main model's.
       const ids = template.encodeChat(data[0]!.messages.slice(0, 1), data[0]!.tools).ids;
       const [onWorker] = await pool.generate(1, [{ promptIds: ids, temperature: 0, maxTokens: 12 }]);
