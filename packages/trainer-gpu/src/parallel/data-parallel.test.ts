@@ -6,7 +6,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { selectBackend } from "../backend/select.js";
 import { PolicyModel } from "../model/policy-model.js";
-import { type RowTensors, updateActor } from "../ppo/actor.js";
+import { computeLogprobs, type RowTensors, updateActor } from "../ppo/actor.js";
 import { PPO, type PPOResult } from "../ppo/algorithm.js";
 import { AdamW } from "../ppo/optim.js";
 import { SeededRandom } from "../ppo/rng.js";
@@ -15,7 +15,7 @@ import { sft } from "../sft/sft.js";
 import { toolTranscript } from "../test-support/tiny.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";
-import { updateActorOnWorkers } from "./data-parallel.js";
+import { policyLogprobs, updateActorOnWorkers } from "./data-parallel.js";
 import { startPolicyWorkers } from "./pool.js";
 
 const tokenizer = new Tokenizer();
@@ -119,7 +119,7 @@ describe("data-parallel PPO actor update", () => {
   const adam = (m: PolicyModel) =>
     new AdamW(m.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01 });
 
-  it("micro-batches on 2 workers give the serial update (weights and metrics)", async () => {
+  it("old log-probs and micro-batch gradients on 2 workers give the serial values, update and metrics", async () => {
     const serial = newModel(2, V, 16);
     const parallel = newModel(2, V, 16);
     const pool = await startPolicyWorkers(
@@ -127,6 +127,9 @@ describe("data-parallel PPO actor update", () => {
       { workers: 2 },
     );
     try {
+      const lpA = computeLogprobs(serial, rows, 3, 0, 0.8);
+      const lpB = await policyLogprobs({ policy: parallel, workers: pool }, rows, 3, 0, 0.8);
+      expect(lpB).toEqual(lpA);
       const mA = updateActor(serial, adam(serial), rows, inputs, options());
       const mB = await updateActorOnWorkers(pool, adam(parallel), rows, inputs, options());
       expect(mB["actor/n_updates"]).toBe(4);

@@ -4,8 +4,10 @@ import {
   type ActorMetrics,
   type ActorUpdateOptions,
   actorUpdatePlan,
+  computeLogprobs,
   type MicroResult,
   microBatchOptions,
+  type RowLogprobs,
   type RowTensors,
   type TrainablePolicy,
   updateActor,
@@ -77,6 +79,32 @@ export function runActorUpdate(
     ...o,
     microBatchRows: Math.min(o.microBatchRows, perWorker),
   });
+}
+
+/**
+ * `computeLogprobs` of the policy (the old log-probs pass) on `workers` when given — one micro-batch per
+ * task, results concatenated in row order, so the values are the serial ones — else in this thread.
+ */
+export async function policyLogprobs(
+  models: { policy: TrainablePolicy; workers?: PolicyWorkers | null },
+  rows: readonly TrainRow[],
+  microBatchRows: number,
+  padId: number,
+  temperature = 1,
+): Promise<RowLogprobs> {
+  const { policy, workers } = models;
+  if (!workers) return computeLogprobs(policy, rows, microBatchRows, padId, temperature);
+  await workers.syncWeights();
+  const parts: TrainRow[][] = [];
+  for (let i = 0; i < rows.length; i += microBatchRows) parts.push(rows.slice(i, i + microBatchRows));
+  const results = await workers.map(parts, (part, w) =>
+    workers.call(w, { op: "logprobs", rows: part, microBatchRows, padId, temperature }),
+  );
+  return {
+    logprobs: results.flatMap((r) => r.logprobs),
+    entropy: results.flatMap((r) => r.entropy),
+    rawLogprobs: results.flatMap((r) => r.rawLogprobs),
+  };
 }
 
 /** Gradients and loss shares of SFT micro-batches (see `sftMicroGrads`), computed on the workers. */

@@ -1,6 +1,7 @@
 import type { GenerateParams, GenerateResult, TokenEvent } from "../generate/request.js";
 import type { ModelConfig } from "../model/config.js";
-import type { MicroBatch, MicroBatchOptions } from "../ppo/actor.js";
+import type { MicroBatch, MicroBatchOptions, RowLogprobs } from "../ppo/actor.js";
+import type { TrainRow } from "../ppo/triplet-rows.js";
 import type { HfTokenizerFiles } from "../tokenizer/hf-tokenizer.js";
 import type { TokenizerConfig } from "../tokenizer/tokenizer.js";
 
@@ -51,13 +52,15 @@ export type WorkerTask =
   | { op: "setWeights"; weights: WeightsMessage }
   | { op: "sftGrads"; batch: SftMicroBatch }
   | { op: "actorGrads"; batch: MicroBatch; options: MicroBatchOptions }
-  | { op: "generate"; requests: WireGenerateRequest[] };
+  | { op: "generate"; requests: WireGenerateRequest[] }
+  | { op: "logprobs"; rows: TrainRow[]; microBatchRows: number; padId: number; temperature: number };
 
 export interface TaskResults {
   setWeights: null;
   sftGrads: GradsMessage;
   actorGrads: GradsMessage;
   generate: GenerateResult[];
+  logprobs: RowLogprobs;
 }
 
 export type ToWorker =

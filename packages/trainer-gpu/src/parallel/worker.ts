@@ -4,7 +4,7 @@ import { selectBackend } from "../backend/select.js";
 import { Generator } from "../generate/generator.js";
 import type { GenerateRequest } from "../generate/request.js";
 import { PolicyModel } from "../model/policy-model.js";
-import { microBatchGrads } from "../ppo/actor.js";
+import { computeLogprobs, microBatchGrads } from "../ppo/actor.js";
 import { sftMicroGrads } from "../sft/micro-batch.js";
 import { HfTokenizer } from "../tokenizer/hf-tokenizer.js";
 import type { TextTokenizer } from "../tokenizer/text-tokenizer.js";
@@ -122,6 +122,11 @@ function run(id: number, task: WorkerTask): void {
     case "generate":
       generate(id, task.requests);
       return;
+    case "logprobs": {
+      const result = computeLogprobs(model, task.rows, task.microBatchRows, task.padId, task.temperature);
+      post({ type: "result", id, result });
+      return;
+    }
     default:
       throw new Error(`unknown task ${String((task as { op?: unknown }).op)}`);
   }

@@ -64,6 +64,13 @@ function forward(
   });
 }
 
+/** Per-response-token values of each row (see `computeLogprobs`). */
+export interface RowLogprobs {
+  logprobs: number[][];
+  entropy: number[][];
+  rawLogprobs: number[][];
+}
+
 /**
  * Per-response-token log-probs (and entropies) of `rows` under `policy` at `temperature`, no gradient.
  * `rawLogprobs` are the same at temperature 1 — the scale of the rollout log-probs the proxy records
@@ -75,7 +82,7 @@ export function computeLogprobs(
   microBatchRows: number,
   padId: number,
   temperature = 1,
-): { logprobs: number[][]; entropy: number[][]; rawLogprobs: number[][] } {
+): RowLogprobs {
   const logprobs: number[][] = [];
   const entropy: number[][] = [];
   const rawLogprobs: number[][] = [];

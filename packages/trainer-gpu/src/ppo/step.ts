@@ -1,5 +1,5 @@
 import type { CausalLM } from "../model/causal-lm.js";
-import { runActorUpdate } from "../parallel/data-parallel.js";
+import { policyLogprobs, runActorUpdate } from "../parallel/data-parallel.js";
 import type { PolicyWorkers } from "../parallel/pool.js";
 import { computeLogprobs, type RowTensors, scoringTemperature } from "./actor.js";
 import { computeAdvantages, zeroVarianceGroups } from "./advantages.js";
@@ -89,7 +89,7 @@ export async function ppoUpdate(
   let t0 = performance.now();
   const old =
     needOld || algo.use_kl_in_reward
-      ? computeLogprobs(models.policy, rows, micro, models.padId, temperature)
+      ? await policyLogprobs(models, rows, micro, models.padId, temperature)
       : null;
   metrics["timing_s/old_log_prob"] = (performance.now() - t0) / 1000;
   t0 = performance.now();
