@@ -25,7 +25,7 @@ import { type PPOProxyOptions, PPOProxyOptionsSchema } from "./proxy-options.js"
 import { deriveSeed, SeededRandom } from "./rng.js";
 import { pauseForUpdate, resumeFromCheckpoint, warnIgnoredKeys } from "./run-support.js";
 import { type PolicyBundle, type ServeFn, servePolicy } from "./serving.js";
-import { ppoUpdate } from "./step.js";
+import { mapStepRewards, ppoUpdate, type RewardMapper } from "./step.js";
 import { ValueHead } from "./value-head.js";
 
 export interface PPOOptions {
@@ -56,6 +56,13 @@ export interface PPOOptions {
   stopAfterStep?: number;
   /** Called after every step with its metrics. */
   onStep?: (step: number, metrics: Record<string, number>) => void;
+  /**
+   * Replace the rewards a step trains on (reward shaping, or a control experiment such as shuffling
+   * rewards across the step's rollouts). Called with the training reward of every rollout that enters the
+   * batch (see `failed_rollouts`), in (sample, repeat) order; must return as many finite numbers. The
+   * `training/reward` metrics still report the rewards the agents earned.
+   */
+  mapRewards?: RewardMapper;
 }
 
 export interface ValidationResult {
@@ -305,6 +312,12 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
         const pauseMetrics = await pauseForUpdate(proxy, logger);
         const rng = new SeededRandom(deriveSeed(c.trainer.seed, next, 99));
         const summary = summarize(collected, threshold);
+        const rewardsOverride = this.options.mapRewards
+          ? mapStepRewards(collected, c, this.options.mapRewards, {
+              step: next,
+              rng: new SeededRandom(deriveSeed(c.trainer.seed, next, 98)),
+            })
+          : undefined;
         let metrics: Record<string, number> = {};
         const version = await server.swapWeights(async () => {
           metrics = await ppoUpdate(
@@ -313,6 +326,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
             { policy: model, reference, optimizer, valueHead, padId, workers: this.options.workers },
             rng,
             totalSteps,
+            rewardsOverride,
           );
         });
         // An external engine may serve the new version under a new name (one LoRA adapter per version):

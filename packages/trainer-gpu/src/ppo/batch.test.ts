@@ -186,6 +186,20 @@ describe("row selection", () => {
       n_rows_trained: 3,
     });
   });
+  it("trims zero-variance groups' rows first when flooring to the mini-batch multiple", () => {
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const { rows: kept, stats } = selectRows(rows, {
+        miniBatchRows: 4,
+        trimFirstUids: new Set(["b"]),
+        rng: new SeededRandom(seed),
+        shuffle: true,
+      });
+      // 6 usable rows floor to 4: both "b" rows go, whatever the shuffle.
+      expect(kept.map((r) => r.uid).sort()).toEqual(["a", "a", "d", "d"]);
+      expect(stats.n_triplets_dropped_remainder).toBe(2);
+      expect(stats.n_rows_skipped_zero_variance).toBe(0);
+    }
+  });
   it("keeps a short batch whole as one smaller mini-batch", () => {
     const { rows: kept } = selectRows(rows, { miniBatchRows: 64, rng: new SeededRandom(1), shuffle: false });
     expect(kept).toHaveLength(6);

@@ -15,8 +15,13 @@ import type { TrainRow } from "./triplet-rows.js";
 export interface SelectOptions {
   /** Rows per mini-batch; the kept rows are floored to a multiple of it. */
   miniBatchRows: number;
-  /** uids whose rows to leave out first (zero-variance groups). */
+  /** uids whose rows to leave out (zero-variance groups, when skipping them). */
   skipUids?: ReadonlySet<string>;
+  /**
+   * uids whose rows go first when the rows are floored to a multiple of the mini-batch (zero-variance
+   * groups: they carry no policy-gradient signal), as Agent Lightning v1.0 trims its batches.
+   */
+  trimFirstUids?: ReadonlySet<string>;
   rng: SeededRandom;
   shuffle: boolean;
 }
@@ -30,8 +35,8 @@ export interface SelectStats {
 
 /**
  * Drop the `isDrop` rows and skipped groups, shuffle, and floor to a multiple of the mini-batch
- * size. When fewer rows than one mini-batch remain they are all kept as a single (smaller)
- * mini-batch rather than thrown away.
+ * size, dropping `trimFirstUids` rows before others. When fewer rows than one mini-batch remain they
+ * are all kept as a single (smaller) mini-batch rather than thrown away.
  */
 export function selectRows(
   rows: readonly TrainRow[],
@@ -41,9 +46,15 @@ export function selectRows(
   const droppedLong = rows.length - kept.length;
   const useful = options.skipUids ? kept.filter((r) => !options.skipUids!.has(r.uid)) : kept;
   const skipped = kept.length - useful.length;
-  const ordered = options.shuffle ? options.rng.shuffle([...useful]) : [...useful];
+  const shuffled = options.shuffle ? options.rng.shuffle([...useful]) : [...useful];
   const size = options.miniBatchRows;
-  const keep = ordered.length < size ? ordered.length : ordered.length - (ordered.length % size);
+  const keep = shuffled.length < size ? shuffled.length : shuffled.length - (shuffled.length % size);
+  let ordered = shuffled;
+  if (keep < shuffled.length && options.trimFirstUids?.size) {
+    // Move the rows to trim first to the end (stable, so the shuffle's order is otherwise kept).
+    const last = options.trimFirstUids;
+    ordered = [...shuffled.filter((r) => !last.has(r.uid)), ...shuffled.filter((r) => last.has(r.uid))];
+  }
   return {
     rows: ordered.slice(0, keep),
     stats: {

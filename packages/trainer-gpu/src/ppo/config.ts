@@ -184,8 +184,12 @@ const AlgorithmSchema = z.strictObject({
     .default({ type: "fixed", kl_coef: 0.001 }),
   /** Agent Lightning v1.0: one advantage per rollout, broadcast to all of its rows. */
   rollout_level_advantage: z.boolean().default(true),
-  /** Rows of groups whose rollouts all got the same reward carry no signal under GRPO/RLOO: skip them. */
-  skip_zero_variance_groups: z.boolean().default(true),
+  /**
+   * Drop the rows of groups whose rollouts all got the same reward. Off by default, as in VERL: such rows
+   * get advantage 0 (no policy-gradient signal) but still count in the loss's normaliser (token-mean)
+   * and in entropy/KL terms. On: less compute per step once most groups agree, a larger effective step.
+   */
+  skip_zero_variance_groups: z.boolean().default(false),
 });
 
 const DataSchema = z.strictObject({
@@ -280,6 +284,12 @@ const AgentLightningSchema = z.strictObject({
     .default({ level: "transition" }),
   /** Seconds between checks for finished rollouts while waiting. */
   poll_interval_seconds: z.number().positive().default(0.2),
+  /**
+   * Failed rollouts (the agent threw, or its attempt timed out): "zero_reward" (default, as Agent
+   * Lightning) trains on whatever LLM calls they recorded with reward 0, so failing is penalised rather
+   * than invisible; "drop" leaves them out of the batch. Cancelled rollouts are always left out.
+   */
+  failed_rollouts: z.enum(["zero_reward", "drop"]).default("zero_reward"),
 });
 
 export const PPOConfigSchema = z.strictObject({

@@ -109,7 +109,25 @@ describe("aggregation modes", () => {
       [1, 0],
       [1, 1],
     ];
-    expect(aggLoss(v, m, "per_rollout_mean", ["a", "a", "b"]).dataSync()[0]).toBeCloseTo((2 + 6) / 2, 5);
+    // Agent Lightning v1.0: masked sum of value / (trained rows x the rollout's tokens): rollout a has
+    // 3 tokens over 2 rows, b 2 tokens; 3 rows in all.
+    expect(aggLoss(v, m, "per_rollout_mean", ["a", "a", "b"]).dataSync()[0]).toBeCloseTo(
+      (1 + 2 + 3) / (3 * 3) + (5 + 7) / (3 * 2),
+      5,
+    );
+    // Each rollout's weights sum to 1/rows whatever its length; a rollout without tokens gets nothing.
+    const w = aggregationWeights(
+      [
+        [1, 1, 1, 0],
+        [1, 0, 0, 0],
+        [0, 0, 0, 0],
+      ],
+      "per_rollout_mean",
+      ["a", "b", "c"],
+    );
+    expect(w[0]!.reduce((x, y) => x + y)).toBeCloseTo(1 / 3, 9);
+    expect(w[1]!.reduce((x, y) => x + y)).toBeCloseTo(1 / 3, 9);
+    expect(w[2]!.every((x) => x === 0)).toBe(true);
   });
   it("seq-mean-token-sum-norm divides token sums by rows x a constant length (VERL / Dr. GRPO)", () => {
     // masked sums 3 and 4 over 2 rows, normaliser 8 (e.g. max_response_length): (3 + 4) / (2 * 8)

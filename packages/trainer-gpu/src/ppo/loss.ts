@@ -65,8 +65,11 @@ export function klPenalty(logprob: tf.Tensor, refLogprob: tf.Tensor, type: KlEst
  * - seq-mean-token-sum-norm (VERL, Dr. GRPO): 1 / (rows x `lossScaleFactor`), a constant length
  *   normaliser (the PPO step passes `loss_scale_factor`, else `data.max_response_length` as VERL
  *   does; called without one, the longest row);
- * - per_rollout_mean (Agent Lightning v1.0): 1 / (rollouts x the rollout's masked tokens over all its
- *   rows), so each rollout weighs the same however many rows it produced.
+ * - per_rollout_mean (Agent Lightning v1.0): 1 / max(1, rows x the rollout's masked tokens over all its
+ *   rows), a masked sum in which each rollout weighs the same however many rows it produced. As in
+ *   v1.0 the divisor counts trained rows (not rollouts), so with several rows per rollout the loss is
+ *   smaller than a mean over rollouts; rows and tokens are counted over the mini-batch given, which is
+ *   the whole step when it forms one mini-batch (the default).
  */
 export function aggregationWeights(
   mask: readonly (readonly number[])[],
@@ -88,8 +91,7 @@ export function aggregationWeights(
     if (!rolloutIds) throw new Error("per_rollout_mean aggregation needs the rows' rollout ids");
     const byRollout = new Map<string, number>();
     for (const [i, id] of rolloutIds.entries()) byRollout.set(id, (byRollout.get(id) ?? 0) + rowTokens[i]!);
-    const nRollouts = byRollout.size;
-    perRow = rolloutIds.map((id) => 1 / (nRollouts * Math.max(1, byRollout.get(id)!)));
+    perRow = rolloutIds.map((id) => 1 / Math.max(1, rows * byRollout.get(id)!));
   }
   return mask.map((row, i) => row.map((m) => m * perRow[i]!));
 }

@@ -4,7 +4,7 @@ import type { CollectedRollout } from "./collect.js";
 import { type PPOConfigInput, parsePPOConfig } from "./config.js";
 import { AdamW } from "./optim.js";
 import { SeededRandom } from "./rng.js";
-import { ppoUpdate } from "./step.js";
+import { mapStepRewards, ppoUpdate, trainingRewards } from "./step.js";
 import { useCpuBackend } from "./test-support/tf-cpu.js";
 import { ValueHead } from "./value-head.js";
 
@@ -77,8 +77,56 @@ async function run(over: PPOConfigInput) {
 }
 
 describe("ppoUpdate wiring", () => {
-  it("GRPO: skips zero-variance groups and failed rollouts, trains the rest", async () => {
-    const { metrics, moved } = await run({ agentlightning: { trace_aggregator: { level: "transition" } } });
+  it("defaults as Agent Lightning: failed rollouts train with reward 0, same-reward groups stay", async () => {
+    const { metrics, moved } = await run({
+      agentlightning: { trace_aggregator: { level: "transition" } },
+      actor_rollout_ref: { actor: { ppo_mini_batch_size: 3 } },
+    });
+    expect(moved).toBe(true);
+    expect(metrics["training/n_rollouts_failed"]).toBe(1);
+    expect(metrics["training/n_rollouts_dropped"]).toBe(0);
+    expect(metrics["training/n_triplets"]).toBe(8);
+    expect(metrics["training/n_rows_skipped_zero_variance"]).toBe(0);
+    expect(metrics["agent_mode/n_sample_to_train"]).toBe(8);
+    // rows: a1 x2 (1), a2 (0), a3 (0), b1-b3 (1), c1 (failed: 0, though its triplet says 1)
+    expect(metrics["critic/score/mean"]).toBeCloseTo(5 / 8, 9);
+  });
+
+  it("trainingRewards: triplet reward, else the reward span, else 0; failed -> 0 or dropped", async () => {
+    const base = rollouts();
+    const noTripletReward: CollectedRollout = {
+      ...base[1]!,
+      rolloutId: "late",
+      reward: 0.5,
+      triplets: [triplet([1], [2], null)],
+    };
+    const all = [...base, noTripletReward, { ...base[2]!, rolloutId: "gone", status: "cancelled" as const }];
+    const zero = trainingRewards(all, "zero_reward");
+    expect(Object.fromEntries(zero)).toEqual({ a1: 1, a2: 0, a3: 0, b1: 1, b2: 1, b3: 1, c1: 0, late: 0.5 });
+    expect(trainingRewards(all, "drop").has("c1")).toBe(false);
+  });
+
+  it("mapRewards: a shuffled-reward control trains on the mapped rewards; bad output is a typed error", async () => {
+    const config = parsePPOConfig({ actor_rollout_ref: { rollout: { n: 3 } } });
+    const rng = new SeededRandom(3);
+    const mapped = mapStepRewards(rollouts(), config, (r, info) => info.rng.shuffle([...r]), {
+      step: 1,
+      rng,
+    });
+    const earned = trainingRewards(rollouts(), "zero_reward");
+    expect([...mapped.keys()]).toEqual([...earned.keys()]);
+    expect([...mapped.values()].sort()).toEqual([...earned.values()].sort());
+    expect(() => mapStepRewards(rollouts(), config, () => [1], { step: 1, rng })).toThrow(/mapRewards/);
+    expect(() =>
+      mapStepRewards(rollouts(), config, (r) => r.map(() => Number.NaN), { step: 1, rng }),
+    ).toThrow(/mapRewards\[0\]/);
+  });
+
+  it("old behaviour on request: skips zero-variance groups and drops failed rollouts", async () => {
+    const { metrics, moved } = await run({
+      algorithm: { skip_zero_variance_groups: true },
+      agentlightning: { trace_aggregator: { level: "transition" }, failed_rollouts: "drop" },
+    });
     expect(moved).toBe(true);
     expect(metrics["training/n_rollouts_failed"]).toBe(1);
     expect(metrics["training/n_triplets"]).toBe(7);
@@ -88,7 +136,10 @@ describe("ppoUpdate wiring", () => {
   });
 
   it("trajectory mode merges the two-call rollout into one row", async () => {
-    const { metrics } = await run({ agentlightning: { trace_aggregator: { level: "trajectory" } } });
+    const { metrics } = await run({
+      algorithm: { skip_zero_variance_groups: true },
+      agentlightning: { trace_aggregator: { level: "trajectory" }, failed_rollouts: "drop" },
+    });
     expect(metrics["agent_mode/n_sample_to_train"]).toBe(3);
     expect(metrics["training/n_trajectory_prefix_mismatch"]).toBe(0);
   });
@@ -120,9 +171,10 @@ describe("KL penalty in the reward", () => {
         use_kl_in_reward: true,
         kl_penalty: "kl",
         kl_ctrl: { kl_coef: beta },
+        skip_zero_variance_groups: true,
       },
       actor_rollout_ref: { rollout: { n: 3 }, actor: { ppo_mini_batch_size: 2 } },
-      agentlightning: { trace_aggregator: { level: "transition" } },
+      agentlightning: { trace_aggregator: { level: "transition" }, failed_rollouts: "drop" },
     });
     const make = (seed: number) =>
       PolicyModel.create({ vocabSize: 10, dModel: 8, nLayers: 1, nHeads: 2, contextLength: 16, seed });

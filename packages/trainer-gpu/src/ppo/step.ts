@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from "@agl/core";
 import type { CausalLM } from "../model/causal-lm.js";
 import { policyLogprobs, runActorUpdate } from "../parallel/data-parallel.js";
 import type { PolicyWorkers } from "../parallel/pool.js";
@@ -9,7 +10,7 @@ import { miniBatchRows, type PPOConfig } from "./config.js";
 import { tisWeights } from "./loss.js";
 import { type AdamW, learningRate } from "./optim.js";
 import type { SeededRandom } from "./rng.js";
-import { rowsFromRollouts } from "./triplet-rows.js";
+import { finalTripletReward, rowsFromRollouts } from "./triplet-rows.js";
 import type { ValueHead } from "./value-head.js";
 
 /**
@@ -38,37 +39,84 @@ function klValue(lp: number, ref: number, type: PPOConfig["algorithm"]["kl_penal
 
 const mean = (xs: readonly number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
 
+/**
+ * The reward each rollout is trained with, absent when it is left out of the batch. A succeeded rollout:
+ * the last reward a triplet carries, else its last reward span (a reward emitted after the last LLM call
+ * reaches no triplet), else 0. A failed one: 0 under `failed_rollouts: "zero_reward"`.
+ */
+export function trainingRewards(
+  rollouts: readonly CollectedRollout[],
+  failed: PPOConfig["agentlightning"]["failed_rollouts"],
+): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const r of rollouts) {
+    if (r.status === "succeeded") {
+      const carried = r.triplets.some((t) => t.reward != null && Number.isFinite(t.reward));
+      out.set(r.rolloutId, carried ? finalTripletReward(r.triplets) : (r.reward ?? 0));
+    } else if (r.status === "failed" && failed === "zero_reward") out.set(r.rolloutId, 0);
+  }
+  return out;
+}
+
+export type RewardMapper = (
+  rewards: readonly number[],
+  info: { step: number; rng: SeededRandom },
+) => readonly number[];
+
+/** Apply `PPOOptions.mapRewards` to a step's training rewards; the result is checked, then keyed by rollout. */
+export function mapStepRewards(
+  rollouts: readonly CollectedRollout[],
+  config: PPOConfig,
+  map: RewardMapper,
+  info: { step: number; rng: SeededRandom },
+): Map<string, number> {
+  const earned = trainingRewards(rollouts, config.agentlightning.failed_rollouts);
+  const ids = [...earned.keys()];
+  const mapped = map(
+    ids.map((id) => earned.get(id)!),
+    info,
+  );
+  if (!Array.isArray(mapped) || mapped.length !== ids.length)
+    throw new InvalidArgumentError("mapRewards", `must return ${ids.length} rewards, one per rollout`);
+  const bad = mapped.findIndex((x) => typeof x !== "number" || !Number.isFinite(x));
+  if (bad >= 0) throw new InvalidArgumentError(`mapRewards[${bad}]`, "must be a finite number");
+  return new Map(ids.map((id, i) => [id, mapped[i]!]));
+}
+
 export async function ppoUpdate(
   rollouts: readonly CollectedRollout[],
   config: PPOConfig,
   models: StepModels,
   rng: SeededRandom,
   totalSteps: number,
+  /** Rewards to train with instead of `trainingRewards(...)`, by rollout id (e.g. a shuffled-reward control). */
+  rewardsOverride?: ReadonlyMap<string, number>,
 ): Promise<Record<string, number>> {
   const actor = config.actor_rollout_ref.actor;
   const algo = config.algorithm;
-  const usable = rollouts.filter((r) => r.status === "succeeded");
+  const rewards = rewardsOverride ?? trainingRewards(rollouts, config.agentlightning.failed_rollouts);
+  const usable = rollouts.filter((r) => rewards.has(r.rolloutId));
   const { rows: allRows, stats } = rowsFromRollouts(usable, {
     level: config.agentlightning.trace_aggregator.level,
     maxPromptLength: config.data.max_prompt_length,
     maxResponseLength: config.data.max_response_length,
   });
-  // A rollout whose reward never reached a triplet still has its reward span: use it as the score.
-  const spanReward = new Map(
-    usable.filter((r) => !r.triplets.some((t) => t.reward != null)).map((r) => [r.rolloutId, r.reward ?? 0]),
-  );
-  for (const row of allRows) row.score = spanReward.get(row.rolloutId) ?? row.score;
+  // Every row of a rollout is scored with the rollout's training reward: its final reward (the last reward
+  // span, also when no triplet carries it), 0 for a failed rollout, or the override.
+  for (const row of allRows) row.score = rewards.get(row.rolloutId) ?? row.score;
   const groupless = algo.adv_estimator === "grpo" || algo.adv_estimator === "rloo";
-  const skip = groupless && algo.skip_zero_variance_groups ? zeroVarianceGroups(allRows) : undefined;
+  const zeroVariance = groupless ? zeroVarianceGroups(allRows) : undefined;
   const sel = selectRows(allRows, {
     miniBatchRows: miniBatchRows(config),
-    skipUids: skip,
+    skipUids: algo.skip_zero_variance_groups ? zeroVariance : undefined,
+    trimFirstUids: zeroVariance,
     rng,
     shuffle: config.data.shuffle,
   });
   const rows = sel.rows;
   const metrics: Record<string, number> = {
-    "training/n_rollouts_failed": rollouts.length - usable.length,
+    "training/n_rollouts_failed": rollouts.filter((r) => r.status === "failed").length,
+    "training/n_rollouts_dropped": rollouts.length - usable.length,
     "training/n_triplets": stats.n_triplets,
     "training/n_triplets_without_tokens": stats.n_triplets_without_tokens,
     "training/n_triplets_prompt_too_long": stats.n_triplets_prompt_too_long,
