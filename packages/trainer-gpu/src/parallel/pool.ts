@@ -9,7 +9,6 @@ import * as tf from "@tensorflow/tfjs";
 import { z } from "zod";
 import type { GenerateRequest, GenerateResult, TokenEvent } from "../generate/request.js";
 import type { CausalLM } from "../model/causal-lm.js";
-import { PolicyModel } from "../model/policy-model.js";
 import { type PolicyBundle, type ServeFn, startPolicyServer } from "../ppo/serving.js";
 import { HfTokenizer } from "../tokenizer/hf-tokenizer.js";
 import type { TextTokenizer } from "../tokenizer/text-tokenizer.js";
@@ -21,11 +20,11 @@ import type {
   TaskResults,
   TokenizerSpec,
   ToWorker,
-  WeightsMessage,
   WireGenerateRequest,
   WorkerInit,
   WorkerTask,
 } from "./protocol.js";
+import { broadcastWeights, modelSpec } from "./replica.js";
 
 export const PolicyWorkersOptionsSchema = z
   .object({
@@ -140,16 +139,9 @@ export class PolicyWorkers {
     options: PolicyWorkersOptions = {},
   ): Promise<PolicyWorkers> {
     const o = parseOrThrow(PolicyWorkersOptionsSchema, options, "workers options");
-    const model = source.model;
-    if (!(model instanceof PolicyModel)) {
-      throw new PolicyWorkerError(
-        "unsupported_model",
-        `worker threads replicate PolicyModel policies; this policy is a ${model.constructor?.name ?? typeof model} (train it in one thread, or on a native/GPU backend)`,
-      );
-    }
     const init: WorkerInit = {
       backend: workerBackend(o.backend),
-      model: { kind: "policy", config: model.config, weights: readWeights(model) },
+      model: modelSpec(source.model),
       tokenizer: tokenizerSpec(source.tokenizer),
       maxBatchSize: o.maxBatchSize,
     };
@@ -188,7 +180,7 @@ export class PolicyWorkers {
 
   /** Send the main model's current weights to every worker (after an optimizer step or any other change). */
   async syncWeights(): Promise<void> {
-    const weights = readWeights(this.model as PolicyModel);
+    const weights = broadcastWeights(this.model);
     await Promise.all(this.threads.map((_, i) => this.call(i, { op: "setWeights", weights })));
   }
 
@@ -319,11 +311,6 @@ export function startPolicyWorkers(
   options: PolicyWorkersOptions = {},
 ): Promise<PolicyWorkers> {
   return PolicyWorkers.start(source, options);
-}
-
-function readWeights(model: PolicyModel): WeightsMessage {
-  const names = model.weightNames;
-  return { names, values: names.map((n) => Float32Array.from(model.variable(n).dataSync() as Float32Array)) };
 }
 
 function waitReady(thread: Worker, index: number, timeoutMs: number): Promise<void> {

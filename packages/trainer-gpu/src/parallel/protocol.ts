@@ -1,9 +1,9 @@
 import type { GenerateParams, GenerateResult, TokenEvent } from "../generate/request.js";
-import type { ModelConfig } from "../model/config.js";
 import type { MicroBatch, MicroBatchOptions, RowLogprobs } from "../ppo/actor.js";
 import type { TrainRow } from "../ppo/triplet-rows.js";
 import type { HfTokenizerFiles } from "../tokenizer/hf-tokenizer.js";
 import type { TokenizerConfig } from "../tokenizer/tokenizer.js";
+import type { ModelSpec } from "./replica.js";
 
 /** The messages between the pool (main thread) and a policy worker. Everything here is structured-cloneable. */
 
@@ -21,7 +21,7 @@ export type TokenizerSpec =
 export interface WorkerInit {
   /** The backend name for `selectBackend` (the main thread's). */
   backend: string;
-  model: { kind: "policy"; config: ModelConfig; weights: WeightsMessage };
+  model: ModelSpec;
   tokenizer: TokenizerSpec;
   maxBatchSize: number | undefined;
 }

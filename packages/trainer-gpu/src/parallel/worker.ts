@@ -3,7 +3,6 @@ import * as tf from "@tensorflow/tfjs";
 import { selectBackend } from "../backend/select.js";
 import { Generator } from "../generate/generator.js";
 import type { GenerateRequest } from "../generate/request.js";
-import { PolicyModel } from "../model/policy-model.js";
 import { computeLogprobs, microBatchGrads } from "../ppo/actor.js";
 import { sftMicroGrads } from "../sft/micro-batch.js";
 import { HfTokenizer } from "../tokenizer/hf-tokenizer.js";
@@ -14,11 +13,11 @@ import type {
   GradsMessage,
   TokenizerSpec,
   ToWorker,
-  WeightsMessage,
   WireGenerateRequest,
   WorkerInit,
   WorkerTask,
 } from "./protocol.js";
+import { assignWeights, buildReplica } from "./replica.js";
 
 /**
  * A policy worker thread: its own tfjs instance (wasm runs one thread per instance), a replica of the
@@ -39,15 +38,6 @@ function buildTokenizer(spec: TokenizerSpec): TextTokenizer {
   return spec.kind === "char" ? Tokenizer.fromConfig(spec.config) : new HfTokenizer(spec.files);
 }
 
-function setWeights(model: PolicyModel, w: WeightsMessage): void {
-  tf.tidy(() => {
-    w.names.forEach((name, i) => {
-      const v = model.variable(name);
-      v.assign(tf.tensor(w.values[i] as Float32Array, v.shape));
-    });
-  });
-}
-
 /** Copy tensors out (they may be views into the backend's memory) and dispose them. */
 function toArrays(tensors: tf.Tensor[]): Float32Array[] {
   const out = tensors.map((t) => Float32Array.from(t.dataSync() as Float32Array));
@@ -64,15 +54,7 @@ function gradsMessage(
 }
 
 await selectBackend({ backend: init.backend, log: () => {} });
-const shapes = new Map(PolicyModel.weightSpecs(init.model.config));
-const weights = new Map(
-  init.model.weights.names.map((name, i) => [
-    name,
-    tf.tensor(init.model.weights.values[i] as Float32Array, shapes.get(name)),
-  ]),
-);
-const model = PolicyModel.fromWeights(init.model.config, weights);
-tf.dispose([...weights.values()]);
+const model = buildReplica(init.model);
 const generator = new Generator(model, buildTokenizer(init.tokenizer), { maxBatchSize: init.maxBatchSize });
 const aborts = new Map<number, AbortController[]>();
 
@@ -104,7 +86,7 @@ function fail(id: number, error: unknown): void {
 function run(id: number, task: WorkerTask): void {
   switch (task.op) {
     case "setWeights":
-      setWeights(model, task.weights);
+      assignWeights(model, task.weights);
       post({ type: "result", id, result: null });
       return;
     case "sftGrads": {
