@@ -107,6 +107,7 @@ export class PolicyWorkers {
   readonly threads: readonly Worker[];
   private readonly pending = new Map<number, Pending>();
   private readonly loads: number[];
+  private readonly tasks: number[];
   private nextId = 1;
   private failure: PolicyWorkerError | undefined;
   private closing = false;
@@ -116,6 +117,7 @@ export class PolicyWorkers {
     this.tokenizer = source.tokenizer;
     this.threads = threads;
     this.loads = threads.map(() => 0);
+    this.tasks = threads.map(() => 0);
     threads.forEach((t, i) => {
       t.on("message", (m: FromWorker) => this.onMessage(m));
       t.on("error", (e) =>
@@ -131,6 +133,8 @@ export class PolicyWorkers {
           this.fail(new PolicyWorkerError("worker_exited", `exited with code ${code}`, { worker: i }));
       });
     });
+    // After the listeners (adding one refs the thread again).
+    for (const t of threads) t.unref();
   }
 
   /** Start `workers` threads, each with a replica of `source.model`; resolves when all are ready. */
@@ -239,11 +243,13 @@ export class PolicyWorkers {
     const id = this.nextId++;
     if (this.failure) return { id, promise: Promise.reject(this.failure) };
     this.loads[worker] = (this.loads[worker] as number) + weight;
+    this.busy(worker, 1);
     const promise = new Promise<unknown>((resolve, reject) => {
       this.pending.set(id, { worker, resolve, reject, onToken });
       this.threads[worker]?.postMessage({ type: "task", id, task } satisfies ToWorker);
     }).finally(() => {
       this.loads[worker] = (this.loads[worker] as number) - weight;
+      this.busy(worker, -1);
     });
     return { id, promise };
   }
@@ -278,6 +284,17 @@ export class PolicyWorkers {
     this.closing = true;
     this.fail(new PolicyWorkerError("closed", "the worker pool was closed"));
     await Promise.all(this.threads.map((t) => t.terminate()));
+  }
+
+  /**
+   * An idle worker does not keep the process alive (a script that forgets `close()` still exits); one
+   * with tasks in flight does (the result is awaited).
+   */
+  private busy(worker: number, delta: number): void {
+    const n = (this.tasks[worker] as number) + delta;
+    this.tasks[worker] = n;
+    if (delta > 0 && n === 1) this.threads[worker]?.ref();
+    else if (n === 0) this.threads[worker]?.unref();
   }
 
   private onMessage(m: FromWorker): void {
