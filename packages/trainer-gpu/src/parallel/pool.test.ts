@@ -1,3 +1,9 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { InvalidArgumentError } from "@agl/core";
 import * as tf from "@tensorflow/tfjs";
 import OpenAI from "openai";
@@ -154,6 +160,36 @@ describe("PolicyWorkers failures and options", () => {
     );
     await p.close();
     m.dispose();
+  });
+
+  it("a script that never calls close() still exits once its work is done", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agl-pool-exit-"));
+    const script = join(dir, "forget-close.mts");
+    const src = (f: string) => JSON.stringify(fileURLToPath(new URL(f, import.meta.url)));
+    writeFileSync(
+      script,
+      [
+        `import { selectBackend } from ${src("../backend/select.ts")};`,
+        `import { PolicyModel } from ${src("../model/policy-model.ts")};`,
+        `import { Tokenizer } from ${src("../tokenizer/tokenizer.ts")};`,
+        `import { startPolicyWorkers } from ${src("./pool.ts")};`,
+        `await selectBackend({ backend: "wasm", log: () => {} });`,
+        "const tokenizer = new Tokenizer();",
+        "const model = PolicyModel.create({ vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 16, seed: 1 });",
+        "const pool = await startPolicyWorkers({ model, tokenizer }, { workers: 1 });",
+        "const [r] = await pool.generate(0, [{ promptIds: [1, 20], seed: 3, maxTokens: 4 }]);",
+        "console.log(`generated ${r.tokenIds.length}`);",
+      ].join("\n"),
+    );
+    try {
+      const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", script], {
+        cwd: fileURLToPath(new URL("../../../..", import.meta.url)),
+        timeout: 60_000,
+      });
+      expect(stdout).toContain("generated 4");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("close() terminates the workers and rejects later calls as closed", async () => {
