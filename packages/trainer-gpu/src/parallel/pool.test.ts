@@ -178,7 +178,7 @@ describe("PolicyWorkers failures and options", () => {
         "const model = PolicyModel.create({ vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 16, seed: 1 });",
         "const pool = await startPolicyWorkers({ model, tokenizer }, { workers: 1 });",
         "const [r] = await pool.generate(0, [{ promptIds: [1, 20], seed: 3, maxTokens: 4 }]);",
-        "console.log(\"generated \" + r.tokenIds.length);",
+        'console.log("generated " + r.tokenIds.length);',
       ].join("\n"),
     );
     try {
