@@ -92,7 +92,7 @@ policy.model.setWeightsFrom(best);
 t = performance.now();
 // As many demonstrations (forward and backward) as the RL phase samples rollouts: more work than RL does.
 const rlSequences = arms.grpo.sequences!;
-const extra = await moreSft(policy, warm.demos, { sequences: rlSequences }, { ...s.sftSettings, seed, log });
+const extra = await moreSft(policy, warm.demos, { sequences: rlSequences }, { ...s.sft, seed, log });
 arms.more_sft = {
   test: await heldOut(policy, splits.test, testSeed),
   seconds: (performance.now() - t) / 1000,

@@ -1,7 +1,8 @@
 import { defineConfig } from "tsup";
 
 export default defineConfig({
-  entry: ["src/index.ts"],
+  // The worker thread entry sits next to the bundle (see parallel/pool.ts workerEntry).
+  entry: { index: "src/index.ts", "policy-worker": "src/parallel/worker.ts" },
   format: ["esm"],
   dts: true,
   sourcemap: true,

@@ -42,8 +42,8 @@ function makeProblem(rng: SeededRandom): Problem {
   const item = ITEMS[rng.int(ITEMS.length)]!;
   const op = (["+", "-", "*"] as const)[rng.int(3)]!;
   if (op === "+") {
-    const a = 10 + rng.int(90);
-    const b = 10 + rng.int(90);
+    const a = 10 + rng.int(190);
+    const b = 10 + rng.int(190);
     return {
       id: "",
       op,
@@ -54,7 +54,7 @@ function makeProblem(rng: SeededRandom): Problem {
     };
   }
   if (op === "-") {
-    const a = 30 + rng.int(70);
+    const a = 30 + rng.int(170);
     const b = 10 + rng.int(a - 19);
     return {
       id: "",
@@ -134,8 +134,8 @@ export function vocabulary(problems: readonly Problem[]): { chars: string; piece
   const words = new Set<string>();
   for (const text of [
     ...problems.map((p) => p.question),
-    JSON.stringify({ name: CALCULATOR_TOOL.function.name, arguments: { expr: "1" } }),
-    "It is",
+    JSON.stringify({ name: "calculator", arguments: { expr: "1" } }),
+    "I think",
   ]) {
     for (const w of text.match(/[A-Za-z]{2,}/g) ?? []) words.add(w);
   }
@@ -145,12 +145,12 @@ export function vocabulary(problems: readonly Problem[]): { chars: string; piece
 
 /** Every character the agent, the tool and the model's outputs can contain (the tokenizer's alphabet). */
 export function alphabet(problems: readonly Problem[]): string {
-  const chars = new Set<string>('0123456789+-*/().,:?"{}[]_ -');
+  const chars = new Set<string>('0123456789+-*/().,:?"{}[]_ -=');
   for (const text of [
     ...problems.map((p) => p.question),
     JSON.stringify({ name: "calculator", arguments: { expr: "1" } }),
     "calculator(expr)",
-    "It is",
+    "I think 1+2 = 3.",
     "error",
   ]) {
     for (const ch of text) chars.add(ch);
@@ -165,12 +165,13 @@ export interface Demo {
 }
 
 /**
- * Warm-start transcripts. Only `toolShare` of them show the calculator; the rest answer directly
- * ("It is 85.") with the right number, which a tiny model cannot learn to compute — so after SFT it
- * mostly guesses, sometimes calls the tool, and RL has to discover that calling the tool is what pays.
- * The direct answers share one opening token on purpose: with `toolShare` < 0.5 the greedy policy then
- * prefers guessing over the tool (bare numbers would spread that mass over ten digits and let the single
- * `<tool_call>` token win the argmax), so greedy accuracy after the warm start is low.
+ * Warm-start transcripts, imperfect the way real demonstrations are: only `toolShare` of them use the
+ * calculator; the rest work the answer out in the head ("I think 35+96 = 131.", always right), which a
+ * tiny model cannot learn to compute. Both kinds write the expression, so copying numbers out of the
+ * question is learnt from every demonstration; what SFT cannot learn from them is that the tool is the
+ * reliable way to the result. The direct answers share one opening token on purpose: with `toolShare`
+ * < 0.5 the greedy policy then prefers answering outright over the tool (a leading number would spread that
+ * mass over many tokens and let the single `<tool_call>` token win the argmax).
  */
 export function demonstrations(problems: readonly Problem[], toolShare: number, seed: number): Demo[] {
   const rng = new SeededRandom(seed);
@@ -179,7 +180,7 @@ export function demonstrations(problems: readonly Problem[], toolShare: number, 
     if (rng.next() >= toolShare) {
       return {
         tools: [CALCULATOR_TOOL],
-        messages: [user, { role: "assistant", content: `It is ${p.answer}.` }],
+        messages: [user, { role: "assistant", content: `I think ${expressionOf(p)} = ${p.answer}.` }],
       };
     }
     const id = `call_${i}`;

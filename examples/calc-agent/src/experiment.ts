@@ -6,12 +6,11 @@ import {
   ChatTemplate,
   type PolicyBundle,
   PolicyModel,
+  type PolicyWorkers,
   PPO,
   type PPOConfigInput,
   type PPOResult,
   type RewardMapper,
-  type ServeFn,
-  type PolicyWorkers,
   type SftExample,
   sft,
   sftLoss,
@@ -49,6 +48,9 @@ export function createPolicy(splits: Splits, seed: number): PolicyBundle & { mod
     nLayers: 2,
     nHeads: 4,
     contextLength: 128,
+    // Numbers are single tokens, most of them rare: with the output head tied to the embedding, copying
+    // one from the question into a tool call (or from the tool result into the answer) is easy to learn.
+    tieEmbeddings: true,
     seed,
   });
   return { model, tokenizer, template: new ChatTemplate(tokenizer) };
@@ -59,8 +61,9 @@ export async function heldOut(
   policy: PolicyBundle,
   problems: readonly Problem[],
   seed: number,
-  serve?: ServeFn,
+  workers?: PolicyWorkers,
 ): Promise<HeldOut> {
+  const serve = workers?.serve;
   const greedy = await evaluatePolicy(policy, problems, { temperature: 0, seed, serve });
   const sampled = await evaluatePolicy(policy, [...problems, ...problems], {
     temperature: 1,
@@ -76,10 +79,10 @@ export const describeHeldOut = (h: HeldOut) =>
 export interface SftSettings {
   batchSize: number;
   learningRate: number;
+  /** Rows per gradient micro-batch (a fixed split, so one thread and two workers compute the same sums). */
   microBatchSize: number;
   workers?: PolicyWorkers;
   seed: number;
-  serve?: ServeFn;
   log: (line: string) => void;
 }
 
@@ -97,9 +100,6 @@ export interface SftPlateauOptions extends SftSettings {
   maxSteps: number;
   /** Then this many steps with the learning rate falling linearly to 0, validated like the others. */
   coolDownSteps: number;
-  /** Rows per gradient micro-batch (a fixed split, so one thread and two workers compute the same sums). */
-  microBatchSize: number;
-  workers?: PolicyWorkers;
 }
 
 export interface SftCurvePoint {
@@ -169,7 +169,7 @@ export async function sftToPlateau(
     optimizer = res.optimizer;
     steps += n;
     cooled = coolDown;
-    const val = await heldOut(policy, splits.val, o.seed * 7 + 3, o.serve);
+    const val = await heldOut(policy, splits.val, o.seed * 7 + 3, o.workers);
     const loss = res.losses.at(-1)!;
     const valLoss = sftLoss(policy.model, valDemos, { template: policy.template }).loss;
     curve.push({ step: steps, loss, valLoss, val });
@@ -241,8 +241,11 @@ export interface GrpoOptions {
   out: string;
   /** Validate (sampled, one per problem) every this many steps; 0 = only before and after. */
   testFreq: number;
+  learningRate: number;
+  /** Drop groups whose 8 rollouts all got the same reward (see the trainer's README). */
+  skipZeroVarianceGroups: boolean;
   mapRewards?: RewardMapper;
-  serve?: ServeFn;
+  workers?: PolicyWorkers;
 }
 
 export interface GrpoRun {
@@ -253,17 +256,20 @@ export interface GrpoRun {
 }
 
 /** The RL configuration (VERL names), shared by the main job and the bench. */
-export function grpoConfig(o: Pick<GrpoOptions, "steps" | "seed" | "out" | "testFreq">): PPOConfigInput {
+export function grpoConfig(
+  o: Pick<GrpoOptions, "steps" | "seed" | "out" | "testFreq" | "learningRate" | "skipZeroVarianceGroups">,
+): PPOConfigInput {
   return {
-    algorithm: { adv_estimator: "grpo" },
+    algorithm: { adv_estimator: "grpo", skip_zero_variance_groups: o.skipZeroVarianceGroups },
     data: { train_batch_size: 16, max_prompt_length: 128, max_response_length: 96 },
     actor_rollout_ref: {
       rollout: { n: 8, temperature: 1, val_kwargs: { n: 1, temperature: 1 } },
       actor: {
         ppo_mini_batch_size: 16,
+        // Two micro-batches of the 128 rows: one per worker, and the same sums in one thread.
         ppo_micro_batch_size_per_gpu: 64,
         clip_ratio: 0.2,
-        optim: { lr: 5e-4 },
+        optim: { lr: o.learningRate },
       },
     },
     trainer: {
@@ -290,7 +296,7 @@ export async function runGrpo(policy: PolicyBundle, splits: Splits, o: GrpoOptio
       algorithm: new PPO<Problem>({
         config: grpoConfig(o),
         policy,
-        serve: o.serve,
+        workers: o.workers,
         mapRewards: o.mapRewards,
         handleSignals: false,
       }),

@@ -11,10 +11,16 @@
  *   4. print test accuracy (greedy and sampled) of the best SFT checkpoint and after GRPO, and the time.
  */
 import { mkdirSync, rmSync } from "node:fs";
+import { cpus } from "node:os";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { loadLatestPPOCheckpoint, selectBackend } from "@agl/trainer-gpu";
-import { makeSplits } from "./dataset.js";
+import {
+  loadLatestPPOCheckpoint,
+  type PolicyWorkers,
+  selectBackend,
+  startPolicyWorkers,
+} from "@agl/trainer-gpu";
+import { makeSplits, type Splits } from "./dataset.js";
 import type { EvalResult } from "./evaluate.js";
 import {
   createPolicy,
@@ -43,6 +49,8 @@ const { values: args } = parseArgs({
     "sft-eval-every": { type: "string", default: String(MAIN_JOB.sft.evalEvery) },
     "sft-patience": { type: "string", default: String(MAIN_JOB.sft.patience) },
     "sft-max-steps": { type: "string", default: String(MAIN_JOB.sft.maxSteps) },
+    /** Worker threads for generation and gradients (default: one per CPU core); 0 = all in this thread. */
+    workers: { type: "string", default: String(cpus().length) },
     seed: { type: "string", default: "1" },
     resume: { type: "boolean", default: false },
   },
@@ -59,8 +67,22 @@ async function main(): Promise<void> {
   await selectBackend();
   const splits = makeSplits(MAIN_JOB.splits, seed);
   const policy = createPolicy(splits, seed);
+  const nWorkers = Number(args.workers);
+  const workers = nWorkers > 0 ? await startPolicyWorkers(policy, { workers: nWorkers }) : undefined;
+  try {
+    await run(policy, splits, workers);
+  } finally {
+    await workers?.close();
+  }
+}
+
+async function run(
+  policy: ReturnType<typeof createPolicy>,
+  splits: Splits,
+  workers: PolicyWorkers | undefined,
+) {
   console.log(
-    `[calc-agent] policy: ${policy.model.parameterCount.toLocaleString()} parameters, vocabulary ${policy.tokenizer.vocabSize}; ${args.steps} GRPO steps`,
+    `[calc-agent] policy: ${policy.model.parameterCount.toLocaleString()} parameters, vocabulary ${policy.tokenizer.vocabSize}; ${args.steps} GRPO steps; ${workers ? `${workers.size} worker threads` : "one thread"}`,
   );
 
   let spentBefore = 0;
@@ -81,25 +103,29 @@ async function main(): Promise<void> {
       evalEvery: Number(args["sft-eval-every"]),
       patience: Number(args["sft-patience"]),
       maxSteps: Number(args["sft-max-steps"]),
+      coolDownSteps: MAIN_JOB.sft.coolDownSteps,
       batchSize: MAIN_JOB.sft.batchSize,
+      microBatchSize: MAIN_JOB.sft.microBatchSize,
       learningRate: MAIN_JOB.sft.learningRate,
+      workers,
       seed,
       log,
     });
     log(`[calc-agent] best SFT checkpoint: step ${warm.bestStep} of ${warm.steps}`);
-    before = await heldOut(policy, splits.test, seed * 31 + 5);
+    before = await heldOut(policy, splits.test, seed * 31 + 5, workers);
     log(`[calc-agent] best SFT on the test split: ${describeHeldOut(before)}`);
     mkdirSync(out, { recursive: true });
     saveWarmStart(out, { seed, seconds: (performance.now() - t0) / 1000, ...before });
   }
 
   const grpo = await runGrpo(policy, splits, {
+    ...MAIN_JOB.grpo,
     steps: Number(args.steps),
-    testFreq: MAIN_JOB.grpo.testFreq,
+    workers,
     seed,
     out,
   });
-  const after = await heldOut(policy, splits.test, seed * 31 + 5);
+  const after = await heldOut(policy, splits.test, seed * 31 + 5, workers);
   const { result } = grpo;
 
   const gain = (a: EvalResult, b: EvalResult) => `${((b.accuracy - a.accuracy) * 100).toFixed(1)} points`;

@@ -3,19 +3,19 @@
  * bench measures exactly the job the README's first command runs.
  */
 export const MAIN_JOB = {
-  splits: { train: 2000, demo: 1200, val: 100, test: 200 },
-  /** SFT on imperfect demonstrations until validation accuracy stops improving. */
+  splits: { train: 2000, demo: 4000, val: 100, test: 200 },
+  /** SFT on imperfect demonstrations to its plateau (see `sftToPlateau`). */
   sft: {
-    /** Share of demonstrations that use the calculator; the rest answer outright ("It is 85."). */
-    toolShare: 0.4,
+    /** Share of demonstrations that use the calculator; the rest answer in the head ("I think 37+48 = 85."). */
+    toolShare: 0.3,
     evalEvery: 50,
-    patience: 4,
-    maxSteps: 1000,
-    batchSize: 32,
-    learningRate: 4e-3,
+    patience: 3,
+    maxSteps: 600,
+    coolDownSteps: 100,
+    batchSize: 64,
+    microBatchSize: 32,
+    learningRate: 3e-3,
   },
-  /** Continued SFT (the "more SFT" control). */
-  sftSettings: { batchSize: 32, learningRate: 4e-3 },
   /** GRPO: a fixed number of steps; validation every `testFreq` steps draws the curve. */
-  grpo: { steps: 40, testFreq: 10 },
+  grpo: { steps: 40, testFreq: 10, learningRate: 1e-3, skipZeroVarianceGroups: true },
 } as const;

@@ -10,6 +10,7 @@ export * from "./diagnostics/index.js";
 export * from "./engine/index.js";
 export * from "./generate/index.js";
 export * from "./model/index.js";
+export * from "./parallel/index.js";
 export * from "./ppo/index.js";
 export * from "./pretrained/index.js";
 export * from "./server/index.js";

@@ -3,6 +3,7 @@ import * as tf from "@tensorflow/tfjs";
 import type { CausalLM } from "../model/causal-lm.js";
 import { IncrementalDecoder, type TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { BatchCache } from "./batch-cache.js";
+import type { GenerationEngine } from "./engine.js";
 import type { FinishReason, GeneratedToken, GenerateRequest, GenerateResult } from "./request.js";
 import { createRng, sampleToken, topLogprobs } from "./sampling.js";
 
@@ -42,7 +43,7 @@ interface Seq {
   reject: (e: unknown) => void;
 }
 
-export class Generator {
+export class Generator implements GenerationEngine {
   private model: CausalLM;
   readonly tokenizer: TextTokenizer;
   readonly maxBatchSize: number;

@@ -1,3 +1,4 @@
+export * from "./engine.js";
 export * from "./generator.js";
 export * from "./request.js";
 export * from "./sampling.js";

@@ -9,7 +9,7 @@ import {
   tokenLogprobsAndEntropy,
   weightedSum,
 } from "./loss.js";
-import { type AdamW, clipByGlobalNorm } from "./optim.js";
+import { type AdamW, addGrads, clipByGlobalNorm } from "./optim.js";
 import type { SeededRandom } from "./rng.js";
 import type { TrainRow } from "./triplet-rows.js";
 
@@ -64,6 +64,13 @@ function forward(
   });
 }
 
+/** Per-response-token values of each row (see `computeLogprobs`). */
+export interface RowLogprobs {
+  logprobs: number[][];
+  entropy: number[][];
+  rawLogprobs: number[][];
+}
+
 /**
  * Per-response-token log-probs (and entropies) of `rows` under `policy` at `temperature`, no gradient.
  * `rawLogprobs` are the same at temperature 1 — the scale of the rollout log-probs the proxy records
@@ -75,7 +82,7 @@ export function computeLogprobs(
   microBatchRows: number,
   padId: number,
   temperature = 1,
-): { logprobs: number[][]; entropy: number[][]; rawLogprobs: number[][] } {
+): RowLogprobs {
   const logprobs: number[][] = [];
   const entropy: number[][] = [];
   const rawLogprobs: number[][] = [];
@@ -142,18 +149,121 @@ export interface ActorMetrics {
   "actor/n_updates": number;
 }
 
+/** One micro-batch of a mini-batch: its rows, their inputs and aggregation weights. Plain data, so a
+ * worker thread can compute its gradient (`microBatchGrads`). */
+export interface MicroBatch {
+  rows: TrainRow[];
+  inputs: RowTensors[];
+  /** Loss aggregation weights per response token (over the whole mini-batch). */
+  weights: number[][];
+  /** Token-mean weights of the logged metrics. */
+  metricWeights: number[][];
+}
+
+/** What a micro-batch gradient depends on besides its data (no functions: it crosses threads). */
+export type MicroBatchOptions = Pick<
+  ActorUpdateOptions,
+  | "padId"
+  | "clipLow"
+  | "clipHigh"
+  | "clipC"
+  | "temperature"
+  | "entropyCoeff"
+  | "useKlLoss"
+  | "klLossCoef"
+  | "klLossType"
+>;
+
+/** The micro-batch's gradients (same order as the policy's trainable variables) and weighted metric sums
+ * `[pg_loss, clipfrac, clipfrac_lower, ppo_kl, entropy, kl_loss]`. */
+export interface MicroResult {
+  grads: tf.Tensor[];
+  stats: number[];
+}
+
+export function microBatchOptions(o: MicroBatchOptions): MicroBatchOptions {
+  return {
+    padId: o.padId,
+    clipLow: o.clipLow,
+    clipHigh: o.clipHigh,
+    clipC: o.clipC,
+    temperature: o.temperature,
+    entropyCoeff: o.entropyCoeff,
+    useKlLoss: o.useKlLoss,
+    klLossCoef: o.klLossCoef,
+    klLossType: o.klLossType,
+  };
+}
+
+/** Gradient of one micro-batch's share of the mini-batch loss (the caller owns the returned tensors). */
+export function microBatchGrads(policy: TrainablePolicy, mb: MicroBatch, o: MicroBatchOptions): MicroResult {
+  const vars = [...policy.trainableVariables];
+  const mRows = mb.rows;
+  const packed = packBatch(mRows, o.padId);
+  const pack = (vals: (number[] | null)[]) =>
+    tf.tensor2d(
+      toPacked(
+        packed,
+        vals.map((v, k) => v ?? new Array(mRows[k]!.responseIds.length).fill(0)),
+      ),
+      [packed.batchSize, packed.length - 1],
+    );
+  const stats: tf.Scalar[] = [];
+  const { grads, value } = tf.tidy(() => {
+    const adv = pack(mb.inputs.map((x) => x.advantages));
+    const w = pack(mb.weights);
+    const mw = pack(mb.metricWeights);
+    const oldGiven = mb.inputs.every((x) => x.oldLogprobs != null);
+    const oldT = oldGiven ? pack(mb.inputs.map((x) => x.oldLogprobs)) : null;
+    const tisT = mb.inputs.every((x) => x.tisWeights != null)
+      ? pack(mb.inputs.map((x) => x.tisWeights))
+      : null;
+    const refT = o.useKlLoss ? pack(mb.inputs.map((x) => x.refLogprobs)) : null;
+    return tf.variableGrads(() => {
+      const { logprobs, entropy } = forward(policy, packed, o.temperature ?? 1);
+      const out = policyLoss({
+        logprob: logprobs,
+        oldLogprob: oldT ?? detach(logprobs),
+        advantages: adv,
+        weights: w,
+        metricWeights: mw,
+        clipLow: o.clipLow,
+        clipHigh: o.clipHigh,
+        clipC: o.clipC,
+        tisWeights: tisT,
+      });
+      const entLoss = weightedSum(entropy, w);
+      let loss = tf.sub(out.loss, tf.mul(entLoss, o.entropyCoeff)) as tf.Scalar;
+      let klLoss = tf.scalar(0);
+      if (refT) {
+        klLoss = weightedSum(klPenalty(logprobs, refT, o.klLossType), w);
+        loss = tf.add(loss, tf.mul(klLoss, o.klLossCoef)) as tf.Scalar;
+      }
+      const entMetric = weightedSum(entropy, mw);
+      for (const t of [out.loss, out.clipfrac, out.clipfracLower, out.ppoKl, entMetric, klLoss]) {
+        stats.push(tf.keep(t));
+      }
+      return loss;
+    }, vars);
+  });
+  value.dispose();
+  const values = stats.map((t) => t.dataSync()[0]!);
+  for (const t of stats) t.dispose();
+  return { grads: vars.map((v) => grads[v.name]!), stats: values };
+}
+
 /**
- * PPO actor update: `epochs` passes over the rows in mini-batches of `miniBatchRows`, each split into
- * micro-batches whose gradients are summed before one clipped optimizer step.
+ * The actor update as a plan: yields the micro-batches of each mini-batch and takes back their results
+ * (in micro-batch order; an iterable, so a serial driver can compute them one at a time), sums the
+ * gradients in that order and applies one clipped optimizer step per mini-batch. `updateActor` drives it
+ * in this thread; `updateActorOnWorkers` on worker threads — same split and summation order, same result.
  */
-export function updateActor(
-  policy: TrainablePolicy,
+export function* actorUpdatePlan(
   optimizer: AdamW,
   rows: readonly TrainRow[],
   inputs: readonly RowTensors[],
   o: ActorUpdateOptions,
-): ActorMetrics {
-  const vars = [...policy.trainableVariables];
+): Generator<MicroBatch[], ActorMetrics, Iterable<MicroResult>> {
   const sums = { pg: 0, clip: 0, clipLower: 0, kl: 0, ent: 0, klLoss: 0, norm: 0, lr: 0 };
   let updates = 0;
   const order = rows.map((_, i) => i);
@@ -169,62 +279,20 @@ export function updateActor(
         o.lossScaleFactor,
       );
       const metricWeights = aggregationWeights(masks, "token-mean");
-      let acc: tf.Tensor[] | null = null;
       const micro = chunks(
         mini.map((_, j) => j),
         o.microBatchRows,
+      ).map(
+        (part): MicroBatch => ({
+          rows: part.map((j) => miniRows[j]!),
+          inputs: part.map((j) => inputs[mini[j]!]!),
+          weights: part.map((j) => weights[j]!),
+          metricWeights: part.map((j) => metricWeights[j]!),
+        }),
       );
-      for (const part of micro) {
-        const mRows = part.map((j) => miniRows[j]!);
-        const mIn = part.map((j) => inputs[mini[j]!]!);
-        const packed = packBatch(mRows, o.padId);
-        const pack = (vals: (number[] | null)[]) =>
-          tf.tensor2d(
-            toPacked(
-              packed,
-              vals.map((v, k) => v ?? new Array(mRows[k]!.responseIds.length).fill(0)),
-            ),
-            [packed.batchSize, packed.length - 1],
-          );
-        const stats: tf.Scalar[] = [];
-        const { grads, value } = tf.tidy(() => {
-          const adv = pack(mIn.map((x) => x.advantages));
-          const w = pack(part.map((j) => weights[j]!));
-          const mw = pack(part.map((j) => metricWeights[j]!));
-          const oldGiven = mIn.every((x) => x.oldLogprobs != null);
-          const oldT = oldGiven ? pack(mIn.map((x) => x.oldLogprobs)) : null;
-          const tisT = mIn.every((x) => x.tisWeights != null) ? pack(mIn.map((x) => x.tisWeights)) : null;
-          const refT = o.useKlLoss ? pack(mIn.map((x) => x.refLogprobs)) : null;
-          return tf.variableGrads(() => {
-            const { logprobs, entropy } = forward(policy, packed, o.temperature ?? 1);
-            const out = policyLoss({
-              logprob: logprobs,
-              oldLogprob: oldT ?? detach(logprobs),
-              advantages: adv,
-              weights: w,
-              metricWeights: mw,
-              clipLow: o.clipLow,
-              clipHigh: o.clipHigh,
-              clipC: o.clipC,
-              tisWeights: tisT,
-            });
-            const entLoss = weightedSum(entropy, w);
-            let loss = tf.sub(out.loss, tf.mul(entLoss, o.entropyCoeff)) as tf.Scalar;
-            let klLoss = tf.scalar(0);
-            if (refT) {
-              klLoss = weightedSum(klPenalty(logprobs, refT, o.klLossType), w);
-              loss = tf.add(loss, tf.mul(klLoss, o.klLossCoef)) as tf.Scalar;
-            }
-            const entMetric = weightedSum(entropy, mw);
-            for (const t of [out.loss, out.clipfrac, out.clipfracLower, out.ppoKl, entMetric, klLoss]) {
-              stats.push(tf.keep(t));
-            }
-            return loss;
-          }, vars);
-        });
-        value.dispose();
-        const [pg, clip, clipLower, kl, ent, klLoss] = stats.map((t) => t.dataSync()[0]!);
-        for (const t of stats) t.dispose();
+      let acc: tf.Tensor[] | null = null;
+      for (const { grads: list, stats } of yield micro) {
+        const [pg, clip, clipLower, kl, ent, klLoss] = stats;
         // Micro-batch sums of weighted terms add up to the mini-batch value; metric weights too.
         sums.pg += pg!;
         sums.clip += clip!;
@@ -232,17 +300,7 @@ export function updateActor(
         sums.kl += kl!;
         sums.ent += ent!;
         sums.klLoss += klLoss!;
-        const list = vars.map((v) => grads[v.name]!);
-        if (acc === null) acc = list;
-        else {
-          const prev: tf.Tensor[] = acc;
-          acc = list.map((g, k) => {
-            const s = tf.add(prev[k]!, g);
-            prev[k]!.dispose();
-            g.dispose();
-            return s;
-          });
-        }
+        acc = addGrads(acc, list);
       }
       if (acc) {
         const { grads, norm } = clipByGlobalNorm(acc, o.gradClip);
@@ -267,4 +325,29 @@ export function updateActor(
     "actor/lr": sums.lr,
     "actor/n_updates": updates,
   };
+}
+
+/**
+ * PPO actor update: `epochs` passes over the rows in mini-batches of `miniBatchRows`, each split into
+ * micro-batches whose gradients are summed before one clipped optimizer step.
+ */
+export function updateActor(
+  policy: TrainablePolicy,
+  optimizer: AdamW,
+  rows: readonly TrainRow[],
+  inputs: readonly RowTensors[],
+  o: ActorUpdateOptions,
+): ActorMetrics {
+  const plan = actorUpdatePlan(optimizer, rows, inputs, o);
+  const micro = microBatchOptions(o);
+  let next = plan.next();
+  while (!next.done) {
+    const parts = next.value;
+    next = plan.next(
+      (function* () {
+        for (const mb of parts) yield microBatchGrads(policy, mb, micro);
+      })(),
+    );
+  }
+  return next.value;
 }

@@ -6,6 +6,7 @@ import {
   type Algorithm,
   type AlgorithmContext,
   generateTokenSecret,
+  InvalidArgumentError,
   type NamedResources,
   parseOrThrow,
   type RunnerCredentials,
@@ -13,6 +14,7 @@ import {
   type Triplet,
 } from "@agl/core";
 import { LLMProxy } from "@agl/proxy";
+import type { PolicyWorkers } from "../parallel/pool.js";
 import { defaultModelName } from "../server/policy-server.js";
 import { savePPOCheckpoint } from "./checkpoint.js";
 import { CollectAbortedError, type CollectedRollout, collectRollouts } from "./collect.js";
@@ -36,6 +38,12 @@ export interface PPOOptions {
    * of it. `externalEngine({ url, weightSync })` uses a vLLM/SGLang server instead.
    */
   serve?: ServeFn;
+  /**
+   * Worker threads holding replicas of `policy.model` (`startPolicyWorkers(policy)`): the actor's
+   * micro-batch gradients are computed on them, and, unless `serve` is given, generation runs on them
+   * too (`workers.serve`). The caller closes the pool. Default: everything in this thread.
+   */
+  workers?: PolicyWorkers;
   /** Model name agents see (default: a loaded checkpoint's name, else "policy"). */
   modelName?: string;
   /** Resource name of the published ProxyLLM (default "main_llm", as in Agent Lightning). */
@@ -98,6 +106,9 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
   constructor(private readonly options: PPOOptions) {
     this.config = parsePPOConfig(options.config ?? {});
     parseOrThrow(PPOProxyOptionsSchema, options.proxy ?? {}, "proxy");
+    if (options.workers && options.workers.model !== options.policy.model) {
+      throw new InvalidArgumentError("workers", "the worker pool must be started with policy.model");
+    }
     this.proxyTokenSecret =
       options.proxy?.tokenSecret || process.env.AGL_PROXY_TOKEN_SECRET || generateTokenSecret();
   }
@@ -176,7 +187,8 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       process.once("SIGTERM", onSignal);
     }
 
-    const server = await (this.options.serve ?? servePolicy)(this.options.policy, { modelName });
+    const serve = this.options.serve ?? this.options.workers?.serve ?? servePolicy;
+    const server = await serve(this.options.policy, { modelName });
     // Control routes are guarded by a per-run admin token; LLM routes require a token scoped to the
     // calling attempt, which the runners mint with `proxyTokenSecret` (see runnerCredentials) and hand
     // to the agent as its ProxyLLM's api_key, so no agent can write into another rollout's trace.
@@ -307,11 +319,11 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
             })
           : undefined;
         let metrics: Record<string, number> = {};
-        const version = await server.swapWeights(() => {
-          metrics = ppoUpdate(
+        const version = await server.swapWeights(async () => {
+          metrics = await ppoUpdate(
             collected,
             c,
-            { policy: model, reference, optimizer, valueHead, padId },
+            { policy: model, reference, optimizer, valueHead, padId, workers: this.options.workers },
             rng,
             totalSteps,
             rewardsOverride,

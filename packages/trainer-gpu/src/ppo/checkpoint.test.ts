@@ -76,7 +76,7 @@ const KEYS = [
 describe("PPO checkpoint with a GAE critic", () => {
   it("saves the value head and its optimizer, and a resumed run repeats step k+1 exactly", async () => {
     const straight = fresh();
-    step(straight, 1);
+    await step(straight, 1);
     const dir = join(root, "gae");
     await savePPOCheckpoint(dir, {
       model: straight.model,
@@ -88,7 +88,7 @@ describe("PPO checkpoint with a GAE critic", () => {
       state: { step: 1, history: [], config },
     });
     expect(existsSync(join(dir, "global_step_1", "critic.bin"))).toBe(true);
-    const expected = step(straight, 2);
+    const expected = await step(straight, 2);
 
     const resumed = fresh();
     const warnings: string[] = [];
@@ -97,13 +97,13 @@ describe("PPO checkpoint with a GAE critic", () => {
     expect(state?.step).toBe(1);
     expect(warnings).toEqual([]);
     expect(resumed.valueHead.optimizer.step).toBe(straight.valueHead.optimizer.step - 1);
-    const got = step(resumed, 2);
+    const got = await step(resumed, 2);
     for (const key of KEYS) expect(got[key], key).toBeCloseTo(expected[key]!, 6);
 
     // Control: restoring everything but the critic does not reproduce step 2 (so the check above bites).
     const partial = fresh();
     await resumeFromCheckpoint(dir, { ...partial, valueHead: null, reference: null, config, logger });
-    const off = step(partial, 2);
+    const off = await step(partial, 2);
     expect(Math.abs(off["critic/values/mean"]! - expected["critic/values/mean"]!)).toBeGreaterThan(1e-4);
   });
 

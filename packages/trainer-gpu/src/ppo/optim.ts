@@ -33,6 +33,18 @@ export function clipByGlobalNorm(grads: tf.Tensor[], maxNorm: number): { grads: 
   return { grads: grads.map((g) => tf.mul(g, scale)), norm };
 }
 
+/** `acc + grads` element-wise (disposing both), or `grads` when there is nothing yet: gradient
+ * accumulation over micro-batches, always in micro-batch order. */
+export function addGrads(acc: tf.Tensor[] | null, grads: tf.Tensor[]): tf.Tensor[] {
+  if (acc === null) return grads;
+  return grads.map((g, k) => {
+    const s = tf.add(acc[k]!, g);
+    acc[k]!.dispose();
+    g.dispose();
+    return s;
+  });
+}
+
 export interface AdamOptions {
   betas: [number, number];
   eps: number;

@@ -1,3 +1,4 @@
+import type { GenerationEngine } from "../generate/engine.js";
 import type { CausalLM } from "../model/causal-lm.js";
 import { PolicyServer } from "../server/policy-server.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
@@ -31,13 +32,19 @@ export interface ServingHandle {
 
 export type ServeFn = (policy: PolicyBundle, options: { modelName: string }) => Promise<ServingHandle>;
 
-/** The default: the in-process `PolicyServer` (dynamic batching, vLLM token ids) on a loopback port. */
-export const servePolicy: ServeFn = async (policy, { modelName }) => {
+/** Start an in-process `PolicyServer` for `policy` on a loopback port (generation by `generator`, default a
+ * `Generator` in this thread) and wrap it as a ServingHandle. */
+export async function startPolicyServer(
+  policy: PolicyBundle,
+  modelName: string,
+  generator?: GenerationEngine,
+): Promise<ServingHandle> {
   const server = new PolicyServer({
     model: policy.model,
     tokenizer: policy.tokenizer,
     template: policy.template,
     modelName,
+    generator,
   });
   await server.start();
   return {
@@ -45,4 +52,7 @@ export const servePolicy: ServeFn = async (policy, { modelName }) => {
     swapWeights: (apply) => server.swapWeights(async () => apply()),
     close: () => server.stop(),
   };
-};
+}
+
+/** The default: the in-process `PolicyServer` (dynamic batching, vLLM token ids) on a loopback port. */
+export const servePolicy: ServeFn = (policy, { modelName }) => startPolicyServer(policy, modelName);

@@ -44,7 +44,7 @@ function rollouts(): CollectedRollout[] {
   ];
 }
 
-function run(over: PPOConfigInput) {
+async function run(over: PPOConfigInput) {
   const config = parsePPOConfig({
     ...over,
     actor_rollout_ref: {
@@ -65,7 +65,7 @@ function run(over: PPOConfigInput) {
   const optimizer = new AdamW(policy.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0 });
   const valueHead = config.algorithm.adv_estimator === "gae" ? new ValueHead(8, 8, 1) : null;
   const before = Array.from(policy.trainableVariables[0]!.dataSync());
-  const metrics = ppoUpdate(
+  const metrics = await ppoUpdate(
     rollouts(),
     config,
     { policy, reference, optimizer, valueHead, padId: 0 },
@@ -77,8 +77,8 @@ function run(over: PPOConfigInput) {
 }
 
 describe("ppoUpdate wiring", () => {
-  it("defaults as Agent Lightning: failed rollouts train with reward 0, same-reward groups stay", () => {
-    const { metrics, moved } = run({
+  it("defaults as Agent Lightning: failed rollouts train with reward 0, same-reward groups stay", async () => {
+    const { metrics, moved } = await run({
       agentlightning: { trace_aggregator: { level: "transition" } },
       actor_rollout_ref: { actor: { ppo_mini_batch_size: 3 } },
     });
@@ -92,7 +92,7 @@ describe("ppoUpdate wiring", () => {
     expect(metrics["critic/score/mean"]).toBeCloseTo(5 / 8, 9);
   });
 
-  it("trainingRewards: triplet reward, else the reward span, else 0; failed -> 0 or dropped", () => {
+  it("trainingRewards: triplet reward, else the reward span, else 0; failed -> 0 or dropped", async () => {
     const base = rollouts();
     const noTripletReward: CollectedRollout = {
       ...base[1]!,
@@ -106,7 +106,7 @@ describe("ppoUpdate wiring", () => {
     expect(trainingRewards(all, "drop").has("c1")).toBe(false);
   });
 
-  it("mapRewards: a shuffled-reward control trains on the mapped rewards; bad output is a typed error", () => {
+  it("mapRewards: a shuffled-reward control trains on the mapped rewards; bad output is a typed error", async () => {
     const config = parsePPOConfig({ actor_rollout_ref: { rollout: { n: 3 } } });
     const rng = new SeededRandom(3);
     const mapped = mapStepRewards(rollouts(), config, (r, info) => info.rng.shuffle([...r]), {
@@ -122,8 +122,8 @@ describe("ppoUpdate wiring", () => {
     ).toThrow(/mapRewards\[0\]/);
   });
 
-  it("old behaviour on request: skips zero-variance groups and drops failed rollouts", () => {
-    const { metrics, moved } = run({
+  it("old behaviour on request: skips zero-variance groups and drops failed rollouts", async () => {
+    const { metrics, moved } = await run({
       algorithm: { skip_zero_variance_groups: true },
       agentlightning: { trace_aggregator: { level: "transition" }, failed_rollouts: "drop" },
     });
@@ -135,8 +135,8 @@ describe("ppoUpdate wiring", () => {
     expect(metrics["actor/n_updates"]).toBe(1);
   });
 
-  it("trajectory mode merges the two-call rollout into one row", () => {
-    const { metrics } = run({
+  it("trajectory mode merges the two-call rollout into one row", async () => {
+    const { metrics } = await run({
       algorithm: { skip_zero_variance_groups: true },
       agentlightning: { trace_aggregator: { level: "trajectory" }, failed_rollouts: "drop" },
     });
@@ -149,8 +149,8 @@ describe("ppoUpdate wiring", () => {
     ["reinforce_plus_plus", {}],
     ["gae", {}],
     ["grpo", { use_kl_in_reward: true, kl_penalty: "low_var_kl" }],
-  ] as const)("%s runs end to end with finite metrics", (estimator, extra) => {
-    const { metrics, moved } = run({
+  ] as const)("%s runs end to end with finite metrics", async (estimator, extra) => {
+    const { metrics, moved } = await run({
       algorithm: { adv_estimator: estimator, ...extra },
       actor_rollout_ref: { actor: { use_kl_loss: true, tis_imp_ratio_cap: 2, entropy_coeff: 0.01 } },
     });
@@ -163,7 +163,7 @@ describe("ppoUpdate wiring", () => {
 });
 
 describe("KL penalty in the reward", () => {
-  it("with a reference that differs from the policy: hand-computed penalty and GRPO advantages", () => {
+  it("with a reference that differs from the policy: hand-computed penalty and GRPO advantages", async () => {
     const beta = 0.5;
     const config = parsePPOConfig({
       algorithm: {
@@ -196,7 +196,7 @@ describe("KL penalty in the reward", () => {
       eps: 1e-8,
       weightDecay: 0,
     });
-    const metrics = ppoUpdate(
+    const metrics = await ppoUpdate(
       rollouts(),
       config,
       { policy, reference, optimizer, valueHead: null, padId: 0 },

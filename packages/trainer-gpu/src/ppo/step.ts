@@ -1,6 +1,8 @@
 import { InvalidArgumentError } from "@agl/core";
 import type { CausalLM } from "../model/causal-lm.js";
-import { computeLogprobs, type RowTensors, scoringTemperature, updateActor } from "./actor.js";
+import { policyLogprobs, runActorUpdate } from "../parallel/data-parallel.js";
+import type { PolicyWorkers } from "../parallel/pool.js";
+import { computeLogprobs, type RowTensors, scoringTemperature } from "./actor.js";
 import { computeAdvantages, zeroVarianceGroups } from "./advantages.js";
 import { selectRows } from "./batch.js";
 import type { CollectedRollout } from "./collect.js";
@@ -22,6 +24,8 @@ export interface StepModels {
   optimizer: AdamW;
   valueHead: ValueHead | null;
   padId: number;
+  /** Compute the actor's micro-batch gradients on these worker threads (see `startPolicyWorkers`). */
+  workers?: PolicyWorkers | null;
 }
 
 function klValue(lp: number, ref: number, type: PPOConfig["algorithm"]["kl_penalty"]): number {
@@ -79,7 +83,7 @@ export function mapStepRewards(
   return new Map(ids.map((id, i) => [id, mapped[i]!]));
 }
 
-export function ppoUpdate(
+export async function ppoUpdate(
   rollouts: readonly CollectedRollout[],
   config: PPOConfig,
   models: StepModels,
@@ -87,7 +91,7 @@ export function ppoUpdate(
   totalSteps: number,
   /** Rewards to train with instead of `trainingRewards(...)`, by rollout id (e.g. a shuffled-reward control). */
   rewardsOverride?: ReadonlyMap<string, number>,
-): Record<string, number> {
+): Promise<Record<string, number>> {
   const actor = config.actor_rollout_ref.actor;
   const algo = config.algorithm;
   const rewards = rewardsOverride ?? trainingRewards(rollouts, config.agentlightning.failed_rollouts);
@@ -133,7 +137,7 @@ export function ppoUpdate(
   let t0 = performance.now();
   const old =
     needOld || algo.use_kl_in_reward
-      ? computeLogprobs(models.policy, rows, micro, models.padId, temperature)
+      ? await policyLogprobs(models, rows, micro, models.padId, temperature)
       : null;
   metrics["timing_s/old_log_prob"] = (performance.now() - t0) / 1000;
   t0 = performance.now();
@@ -193,7 +197,7 @@ export function ppoUpdate(
     optim.lr_warmup_steps >= 0 ? optim.lr_warmup_steps : Math.floor(optim.lr_warmup_steps_ratio * totalSteps);
   const updatesPerStep = actor.ppo_epochs * Math.max(1, Math.ceil(rows.length / miniBatchRows(config)));
   t0 = performance.now();
-  const actorMetrics = updateActor(models.policy, models.optimizer, rows, inputs, {
+  const actorMetrics = await runActorUpdate(models, rows, inputs, {
     miniBatchRows: miniBatchRows(config),
     microBatchRows: micro,
     epochs: actor.ppo_epochs,

@@ -105,7 +105,7 @@ describe("PPO on a loaded checkpoint", () => {
     const baseVars = run.model.weightNames.map((n) => run.model.variable(n));
     const before = snapshot(baseVars);
     const adaptersBefore = snapshot(run.model.trainableVariables);
-    const m1 = step(run, 1);
+    const m1 = await step(run, 1);
     expect(m1["actor/n_updates"]).toBeGreaterThan(0);
     expect(snapshot(baseVars)).toEqual(before);
     expect(snapshot(run.model.trainableVariables)).not.toEqual(adaptersBefore);
@@ -119,13 +119,13 @@ describe("PPO on a loaded checkpoint", () => {
       "adapter_model.safetensors",
     ]);
     expect(existsSync(join(stepDir, "ref"))).toBe(false);
-    const expected = step(run, 2);
+    const expected = await step(run, 2);
     expect(expected["actor/kl_loss"]).toBeGreaterThan(0);
 
     const resumed = await fresh(true);
     const logger = { warn: () => {}, info: () => {} };
     await resumeFromCheckpoint(dir, { ...resumed, config, logger });
-    const got = step(resumed, 2);
+    const got = await step(resumed, 2);
     for (const key of KEYS) expect(got[key], key).toBeCloseTo(expected[key]!, 5);
     for (const r of [run, resumed]) {
       r.optimizer.dispose();
@@ -137,17 +137,17 @@ describe("PPO on a loaded checkpoint", () => {
     const run = await fresh(false);
     expect(run.reference).not.toBeInstanceOf(BaseModelView);
     expect(run.reference.trainableVariables.every((v) => !v.trainable)).toBe(true);
-    step(run, 1);
+    await step(run, 1);
     const dir = join(root, "full-run");
     await save(run, dir);
     const actor = await readdir(join(dir, "global_step_1", "actor"));
     expect(actor).toEqual(
       expect.arrayContaining(["config.json", "generation_config.json", "model.safetensors"]),
     );
-    const expected = step(run, 2);
+    const expected = await step(run, 2);
     const resumed = await fresh(false);
     await resumeFromCheckpoint(dir, { ...resumed, config, logger: { warn: () => {}, info: () => {} } });
-    const got = step(resumed, 2);
+    const got = await step(resumed, 2);
     for (const key of KEYS) expect(got[key], key).toBeCloseTo(expected[key]!, 5);
     for (const r of [run, resumed]) {
       r.optimizer.dispose();

@@ -3,6 +3,7 @@ import { InvalidArgumentError } from "@agl/core";
 import { type ServerType, serve } from "@hono/node-server";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import type { GenerationEngine } from "../generate/engine.js";
 import { Generator } from "../generate/generator.js";
 import type { CausalLM } from "../model/causal-lm.js";
 import { checkpointModelName } from "../pretrained/load.js";
@@ -15,14 +16,17 @@ import { completion } from "./completions-route.js";
 import { nowSec, RouteContext } from "./route-context.js";
 import { HttpError } from "./schemas.js";
 
-export interface PolicyServerOptions {
+export interface PolicyServerOptions<G extends GenerationEngine = Generator> {
   model: CausalLM;
   /** The character-level `Tokenizer` or a checkpoint's `HfTokenizer`. */
   tokenizer: TextTokenizer;
   /** Required with an `HfTokenizer` (the checkpoint's `HfChatTemplate`); default `new ChatTemplate(tokenizer)`. */
   template?: ChatEncoder;
-  /** Share a generator (e.g. with in-process sampling); created from model/tokenizer when absent. */
-  generator?: Generator;
+  /**
+   * Share a generator (e.g. with in-process sampling) or pass another engine (`PooledGenerator`: generation
+   * on worker threads); a `Generator` is created from model/tokenizer when absent.
+   */
+  generator?: G;
   /**
    * The model id clients must send. Default: a loaded Hugging Face checkpoint's name (`_name_or_path`, else
    * its folder name), otherwise "agl-policy".
@@ -50,26 +54,29 @@ export interface PolicyServerOptions {
  * Every response reports the version that produced it in `system_fingerprint` ("agl-policy-v<N>") and the
  * `x-agl-model-version` header; the `n` choices of one request always share one version.
  */
-export class PolicyServer {
-  readonly generator: Generator;
+export class PolicyServer<G extends GenerationEngine = Generator> {
+  readonly generator: G;
   readonly tokenizer: TextTokenizer;
   readonly template: ChatEncoder;
   readonly modelName: string;
   readonly app: Hono;
-  private readonly options: PolicyServerOptions;
+  private readonly options: PolicyServerOptions<G>;
   private server: ServerType | undefined;
   private _url: string | undefined;
   private inflight = 0;
   private readonly created = nowSec();
   private readonly routes: RouteContext;
 
-  constructor(options: PolicyServerOptions) {
+  constructor(options: PolicyServerOptions<G>) {
     this.options = options;
     this.tokenizer = options.tokenizer;
     this.template = options.template ?? defaultTemplate(options.tokenizer);
     this.generator =
       options.generator ??
-      new Generator(options.model, options.tokenizer, { maxBatchSize: options.maxBatchSize });
+      // Without an engine of its own the server's is the default Generator (G's default).
+      (new Generator(options.model, options.tokenizer, {
+        maxBatchSize: options.maxBatchSize,
+      }) as unknown as G);
     this.modelName = options.modelName ?? defaultModelName(options.model);
     this.routes = new RouteContext(
       this.generator,

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Context } from "hono";
 import type { z } from "zod";
-import type { Generator } from "../generate/generator.js";
+import type { GenerationEngine } from "../generate/engine.js";
 import type { GenerateRequest, TokenEvent } from "../generate/request.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { type ChatCompletionRequest, type CompletionRequest, HttpError, zodToHttpError } from "./schemas.js";
@@ -15,7 +15,7 @@ export const nowSec = () => Math.floor(Date.now() / 1000);
 /** What the route handlers share: the engine, the tokenizer/template, and request-level helpers. */
 export class RouteContext {
   constructor(
-    readonly generator: Generator,
+    readonly generator: GenerationEngine,
     readonly tokenizer: TextTokenizer,
     readonly template: ChatEncoder,
     readonly modelName: string,

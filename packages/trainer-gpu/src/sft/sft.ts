@@ -1,11 +1,17 @@
 import { readFile } from "node:fs/promises";
+import { InvalidArgumentError, parseOrThrow } from "@agl/core";
 import * as tf from "@tensorflow/tfjs";
 import cliProgress from "cli-progress";
+import { z } from "zod";
 import { createRng } from "../generate/sampling.js";
 import type { CausalLM } from "../model/causal-lm.js";
+import { sftGradsOnWorkers } from "../parallel/data-parallel.js";
+import type { PolicyWorkers } from "../parallel/pool.js";
+import { addGrads } from "../ppo/optim.js";
 import type { ChatMessage, ToolDefinition } from "../tokenizer/messages.js";
 import type { ChatEncoder } from "../tokenizer/text-tokenizer.js";
 import { encodeExample, type RawSftExample, summarizeSkips } from "./examples.js";
+import { padRows, sftMicroGrads, targetCount } from "./micro-batch.js";
 
 /** One transcript in OpenAI chat format (the adapter's `TraceToMessages` output has this shape). */
 export interface SftExample {
@@ -52,6 +58,18 @@ export interface SftOptions {
     /** All tokens of the batch's sequences (no padding): the forward/backward work of the step. */
     sequenceTokens: number;
   }) => void;
+  /**
+   * Split each batch into micro-batches of this many rows whose gradients are summed before the step
+   * (same loss: each is divided by the whole batch's target count). Default: the whole batch at once, or
+   * one micro-batch per worker with `workers`.
+   */
+  microBatchSize?: number;
+  /**
+   * Compute the micro-batch gradients on these worker threads (`startPolicyWorkers(policy)`, started with
+   * this `model`); the optimizer step stays in this thread and the new weights are broadcast after it.
+   * Same result as `microBatchSize` in one thread.
+   */
+  workers?: PolicyWorkers;
   /** Where the one "skipped N examples" line goes (default `console.warn`); pass `() => {}` to silence. */
   log?: (line: string) => void;
 }
@@ -113,6 +131,41 @@ function clipByGlobalNorm(grads: Record<string, tf.Tensor>, maxNorm: number): Re
 }
 
 /**
+ * One step over `batch` split into micro-batches of `micro` rows (computed here, or on `workers`), their
+ * gradients summed in order; returns the batch loss (the sum of the micro-batches' shares).
+ */
+async function microBatchStep(
+  model: CausalLM,
+  batch: readonly Encoded[],
+  micro: number,
+  optimizer: tf.Optimizer,
+  maxGradNorm: number,
+  workers: PolicyWorkers | undefined,
+): Promise<number> {
+  const parts = [];
+  for (let i = 0; i < batch.length; i += micro) parts.push(padRows(batch.slice(i, i + micro)));
+  const denom = targetCount(batch);
+  const results = workers
+    ? await sftGradsOnWorkers(workers, parts, denom)
+    : (function* () {
+        for (const p of parts) yield sftMicroGrads(model, p, denom);
+      })();
+  let acc: tf.Tensor[] | null = null;
+  let loss = 0;
+  for (const r of results) {
+    acc = addGrads(acc, r.grads);
+    loss += r.loss;
+  }
+  const vars = model.trainableVariables;
+  const summed = Object.fromEntries(vars.map((v, k) => [v.name, (acc as tf.Tensor[])[k] as tf.Tensor]));
+  const clipped = clipByGlobalNorm(summed, maxGradNorm);
+  optimizer.applyGradients(clipped);
+  tf.dispose([...Object.values(summed), ...Object.values(clipped)]);
+  if (workers) await workers.syncWeights();
+  return loss;
+}
+
+/**
  * Supervised fine-tuning on chat transcripts: only assistant tokens (text, tool calls, closing `<eos>`)
  * contribute to the loss; system, user, tool and template tokens are context. Each batch is cropped to
  * its longest sequence; transcripts longer than the context are truncated. Adapter-style transcripts
@@ -124,6 +177,11 @@ export async function sft(
   data: readonly (SftExample | RawSftExample)[] | string,
   options: SftOptions,
 ): Promise<SftResult> {
+  const workers = options.workers;
+  if (workers && workers.model !== model) {
+    throw new InvalidArgumentError("workers", "the worker pool must be started with the model being trained");
+  }
+  parseOrThrow(z.number().int().min(1).optional(), options.microBatchSize, "microBatchSize");
   const examples = typeof data === "string" ? await readSftJsonl(data) : data;
   const ctx = model.config.contextLength;
   const encoded: Encoded[] = [];
@@ -156,6 +214,8 @@ export async function sft(
   const warmup = options.warmupSteps ?? 0;
   const optimizer = options.optimizer ?? tf.train.adam(warmup > 0 ? lr / warmup : lr);
   const rng = createRng(options.seed ?? 0);
+  // The replicas start from the weights the model has now.
+  if (workers) await workers.syncWeights();
   const pad = 0;
 
   let order: number[] = [];
@@ -209,11 +269,20 @@ export async function sft(
       const T = Math.max(...batch.map((b) => b.ids.length));
       const ids = batch.map((b) => [...b.ids, ...new Array<number>(T - b.ids.length).fill(pad)]);
       const mask = batch.map((b) => [...b.mask, ...new Array<number>(T - b.mask.length).fill(0)]);
-      const { value, grads } = tf.variableGrads(() => maskedNll(model, ids, mask), model.trainableVariables);
-      const clipped = clipByGlobalNorm(grads, options.maxGradNorm ?? 1);
-      optimizer.applyGradients(clipped);
-      const loss = (await value.data())[0] as number;
-      tf.dispose([value, grads, clipped]);
+      const micro = options.microBatchSize ?? (workers ? Math.ceil(batch.length / workers.size) : undefined);
+      let loss: number;
+      if (micro === undefined) {
+        const { value, grads } = tf.variableGrads(
+          () => maskedNll(model, ids, mask),
+          model.trainableVariables,
+        );
+        const clipped = clipByGlobalNorm(grads, options.maxGradNorm ?? 1);
+        optimizer.applyGradients(clipped);
+        loss = (await value.data())[0] as number;
+        tf.dispose([value, grads, clipped]);
+      } else {
+        loss = await microBatchStep(model, batch, micro, optimizer, options.maxGradNorm ?? 1, workers);
+      }
       losses.push(loss);
       const tokens = mask.reduce((a, r) => a + r.slice(1).reduce((x, y) => x + y, 0), 0);
       trainedTokens += tokens;

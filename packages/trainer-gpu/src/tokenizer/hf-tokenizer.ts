@@ -113,11 +113,14 @@ export class HfTokenizer implements TextTokenizer {
   readonly additionalSpecialTokens: string[];
   /** Whether the decoder maps bytes to printable characters (GPT-2 style byte-level BPE). */
   readonly byteLevel: boolean;
+  /** The files it was built from (a worker thread rebuilds the same tokenizer from them). */
+  readonly files: HfTokenizerFiles;
   private readonly tok: HfJsTokenizer;
   private readonly addedTokens = new Map<number, { content: string; special: boolean }>();
   private readonly idToToken: (id: number) => string | undefined;
 
   constructor(files: HfTokenizerFiles) {
+    this.files = files;
     const source = files.source ?? "<memory>";
     const json = TokenizerJsonSchema.safeParse(files.tokenizerJson);
     if (!json.success) fail("invalid_config", source, "tokenizer.json", `${json.error.issues[0]?.message}`);

@@ -1,0 +1,4 @@
+export * from "./data-parallel.js";
+export * from "./errors.js";
+export * from "./pool.js";
+export * from "./pooled-generator.js";
