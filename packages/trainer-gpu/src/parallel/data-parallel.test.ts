@@ -10,6 +10,7 @@ import { computeLogprobs, type RowTensors, updateActor } from "../ppo/actor.js";
 import { PPO, type PPOResult } from "../ppo/algorithm.js";
 import { AdamW } from "../ppo/optim.js";
 import { SeededRandom } from "../ppo/rng.js";
+import { actorOptions } from "../ppo/test-support/actor-options.js";
 import type { TrainRow } from "../ppo/triplet-rows.js";
 import { sft } from "../sft/sft.js";
 import { toolTranscript } from "../test-support/tiny.js";
@@ -97,25 +98,20 @@ describe("data-parallel PPO actor update", () => {
     refLogprobs: r.responseIds.map(() => -2.5),
     tisWeights: null,
   }));
-  const options = () => ({
-    miniBatchRows: 4,
-    microBatchRows: 2,
-    epochs: 2,
-    shuffle: true,
-    rng: new SeededRandom(8),
-    padId: 0,
-    clipLow: 0.2,
-    clipHigh: 0.28,
-    clipC: 3,
-    aggMode: "token-mean" as const,
-    temperature: 0.8,
-    entropyCoeff: 0.01,
-    useKlLoss: true,
-    klLossCoef: 0.1,
-    klLossType: "low_var_kl" as const,
-    gradClip: 1,
-    lr: () => 1e-2,
-  });
+  const options = () =>
+    actorOptions({
+      microBatchRows: 2,
+      epochs: 2,
+      shuffle: true,
+      rng: new SeededRandom(8),
+      clipHigh: 0.28,
+      temperature: 0.8,
+      entropyCoeff: 0.01,
+      useKlLoss: true,
+      klLossCoef: 0.1,
+      lr: () => 1e-2,
+    });
+
   const adam = (m: PolicyModel) =>
     new AdamW(m.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01 });
 
