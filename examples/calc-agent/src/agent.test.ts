@@ -69,6 +69,7 @@ describe("calc-agent", () => {
   it("parses the first integer of a reply", () => {
     expect(parseAnswer("85")).toBe(85);
     expect(parseAnswer("It is -3.")).toBe(-3);
+    expect(parseAnswer("I think 37+48 = 86.")).toBe(86);
     expect(parseAnswer("none")).toBeNull();
     expect(parseAnswer(null)).toBeNull();
   });

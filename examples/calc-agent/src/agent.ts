@@ -13,10 +13,10 @@ import { CALCULATOR_TOOL, type Problem } from "./dataset.js";
 
 export const MAX_TURNS = 3;
 
-/** The first integer in the reply, if any. */
+/** The last integer in the reply, if any: the result comes last ("37+48 = 85", "It is 85."). */
 export function parseAnswer(text: string | null | undefined): number | null {
-  const m = /-?\d+/.exec(text ?? "");
-  return m ? Number(m[0]) : null;
+  const all = (text ?? "").match(/-?\d+/g);
+  return all ? Number(all.at(-1)) : null;
 }
 
 export interface Attempt {

@@ -1,15 +1,27 @@
+import { ChatTemplate, Tokenizer } from "@agl/trainer-gpu";
 import { describe, expect, it } from "vitest";
 import { calculate } from "./calculator.js";
-import { alphabet, demonstrations, expressionOf, makeSplits } from "./dataset.js";
+import { alphabet, demonstrations, expressionOf, makeSplits, problemKey, vocabulary } from "./dataset.js";
 
 describe("calc-agent dataset", () => {
-  const splits = makeSplits({ train: 300, demo: 200, val: 50 }, 3);
+  const splits = makeSplits({ train: 300, demo: 200, val: 50, test: 50 }, 3);
 
-  it("keeps validation problems out of train and demo splits", () => {
-    const key = (p: { op: string; a: number; b: number }) => `${p.op}${p.a},${p.b}`;
-    const seen = new Set([...splits.train, ...splits.demo].map(key));
-    expect(splits.val.filter((p) => seen.has(key(p)))).toEqual([]);
-    expect(new Set(splits.val.map((p) => p.id)).size).toBe(50);
+  it("keeps held-out problems and their commuted twins out of every other split", () => {
+    // Independent of problemKey: a held-out a+b or a*b also rules out b+a / b*a elsewhere.
+    const forms = (p: { op: string; a: number; b: number }) =>
+      p.op === "-" ? [`${p.a}-${p.b}`] : [`${p.a}${p.op}${p.b}`, `${p.b}${p.op}${p.a}`];
+    const all = [...splits.train, ...splits.demo, ...splits.val, ...splits.test];
+    const owners = new Map<string, string>();
+    for (const p of all) {
+      for (const f of forms(p)) {
+        const prev = owners.get(f);
+        expect(prev === undefined || prev === p.id, `${f}: ${prev} and ${p.id}`).toBe(true);
+        owners.set(f, p.id);
+      }
+    }
+    expect(new Set(splits.test.map((p) => p.id)).size).toBe(50);
+    expect(problemKey({ op: "+", a: 48, b: 37 })).toBe(problemKey({ op: "+", a: 37, b: 48 }));
+    expect(problemKey({ op: "-", a: 48, b: 37 })).not.toBe(problemKey({ op: "-", a: 37, b: 48 }));
   });
 
   it("answers agree with the calculator and every character is in the alphabet", () => {
@@ -20,9 +32,25 @@ describe("calc-agent dataset", () => {
     }
   });
 
+  it("the vocabulary makes every operand and answer one token, and demonstrations round-trip", () => {
+    const all = [...splits.train, ...splits.demo, ...splits.val, ...splits.test];
+    const tok = new Tokenizer(vocabulary(all));
+    const template = new ChatTemplate(tok);
+    for (const p of all) {
+      for (const n of [p.a, p.b, p.answer]) expect(tok.encode(String(n))).toHaveLength(1);
+    }
+    for (const d of demonstrations(splits.demo, 0.5, 2)) {
+      const enc = template.encodeChat(d.messages as never, d.tools as never, { addGenerationPrompt: false });
+      expect(enc.ids).not.toContain(tok.unkId);
+      expect(enc.ids.length).toBeLessThanOrEqual(72);
+      const last = d.messages.at(-1)!.content as string;
+      expect(tok.decode(enc.ids)).toContain(last);
+    }
+  });
+
   it("is deterministic for a seed", () => {
-    expect(makeSplits({ train: 5, demo: 5, val: 5 }, 9)).toEqual(
-      makeSplits({ train: 5, demo: 5, val: 5 }, 9),
+    expect(makeSplits({ train: 5, demo: 5, val: 5, test: 5 }, 9)).toEqual(
+      makeSplits({ train: 5, demo: 5, val: 5, test: 5 }, 9),
     );
   });
 

@@ -42,8 +42,8 @@ function makeProblem(rng: SeededRandom): Problem {
   const item = ITEMS[rng.int(ITEMS.length)]!;
   const op = (["+", "-", "*"] as const)[rng.int(3)]!;
   if (op === "+") {
-    const a = 10 + rng.int(90);
-    const b = 10 + rng.int(90);
+    const a = 10 + rng.int(190);
+    const b = 10 + rng.int(190);
     return {
       id: "",
       op,
@@ -54,7 +54,7 @@ function makeProblem(rng: SeededRandom): Problem {
     };
   }
   if (op === "-") {
-    const a = 30 + rng.int(70);
+    const a = 30 + rng.int(170);
     const b = 10 + rng.int(a - 19);
     return {
       id: "",
@@ -80,42 +80,77 @@ function makeProblem(rng: SeededRandom): Problem {
 export interface Splits {
   /** RL prompts. */
   train: Problem[];
-  /** Problems the warm-start demonstrations are written for (disjoint from validation). */
+  /** Problems the warm-start demonstrations are written for. */
   demo: Problem[];
-  /** Held out: no (op, a, b) triple appears in train or demo. */
+  /** Held out, for choosing the best SFT checkpoint and for the RL curve. */
   val: Problem[];
+  /** Held out, for the final numbers only: never used to choose anything. */
+  test: Problem[];
 }
 
-export function makeSplits(sizes: { train: number; demo: number; val: number }, seed: number): Splits {
+/**
+ * The identity of a problem for keeping splits apart: the operation and its operands, in sorted order
+ * for + and * (so "37+48" and its commuted twin "48+37" are the same problem).
+ */
+export function problemKey(p: Pick<Problem, "op" | "a" | "b">): string {
+  const [x, y] = p.op === "-" ? [p.a, p.b] : [Math.min(p.a, p.b), Math.max(p.a, p.b)];
+  return `${p.op}${x},${y}`;
+}
+
+/** Disjoint splits: no problem (up to commuting + and *) appears in two splits or twice in one. */
+export function makeSplits(
+  sizes: { train: number; demo: number; val: number; test: number },
+  seed: number,
+): Splits {
   const rng = new SeededRandom(seed);
   const seen = new Set<string>();
   const take = (n: number, prefix: string): Problem[] => {
     const out: Problem[] = [];
     while (out.length < n) {
       const p = makeProblem(rng);
-      const key = `${p.op}${p.a},${p.b}`;
+      const key = problemKey(p);
       if (seen.has(key)) continue;
       seen.add(key);
       out.push({ ...p, id: `${prefix}-${out.length}` });
     }
     return out;
   };
+  const test = take(sizes.test, "test");
   const val = take(sizes.val, "val");
-  return { val, train: take(sizes.train, "train"), demo: take(sizes.demo, "demo") };
+  return { test, val, train: take(sizes.train, "train"), demo: take(sizes.demo, "demo") };
 }
 
 export function expressionOf(p: Problem): string {
   return `${p.a}${p.op}${p.b}`;
 }
 
+/**
+ * The tokenizer's vocabulary: every character the agent, the tool and the model's outputs can contain,
+ * plus multi-character pieces — the numbers 10-999 (so copying a number into a tool call, or a result
+ * into the answer, is copying one token, as in BPE vocabularies that keep up to three digits together)
+ * and every word of two or more letters in the questions and the tool-call format.
+ */
+export function vocabulary(problems: readonly Problem[]): { chars: string; pieces: string[] } {
+  const words = new Set<string>();
+  for (const text of [
+    ...problems.map((p) => p.question),
+    JSON.stringify({ name: "calculator", arguments: { expr: "1" } }),
+    "I think",
+  ]) {
+    for (const w of text.match(/[A-Za-z]{2,}/g) ?? []) words.add(w);
+  }
+  const numbers = Array.from({ length: 990 }, (_, i) => String(i + 10));
+  return { chars: alphabet(problems), pieces: [...numbers, ...[...words].sort()] };
+}
+
 /** Every character the agent, the tool and the model's outputs can contain (the tokenizer's alphabet). */
 export function alphabet(problems: readonly Problem[]): string {
-  const chars = new Set<string>('0123456789+-*/().,:?"{}[]_ -');
+  const chars = new Set<string>('0123456789+-*/().,:?"{}[]_ -=');
   for (const text of [
     ...problems.map((p) => p.question),
     JSON.stringify({ name: "calculator", arguments: { expr: "1" } }),
     "calculator(expr)",
-    "It is",
+    "I think 1+2 = 3.",
     "error",
   ]) {
     for (const ch of text) chars.add(ch);
@@ -130,12 +165,13 @@ export interface Demo {
 }
 
 /**
- * Warm-start transcripts. Only `toolShare` of them show the calculator; the rest answer directly
- * ("It is 85.") with the right number, which a tiny model cannot learn to compute — so after SFT it
- * mostly guesses, sometimes calls the tool, and RL has to discover that calling the tool is what pays.
- * The direct answers share one opening token on purpose: with `toolShare` < 0.5 the greedy policy then
- * prefers guessing over the tool (bare numbers would spread that mass over ten digits and let the single
- * `<tool_call>` token win the argmax), so greedy accuracy after the warm start is low.
+ * Warm-start transcripts, imperfect the way real demonstrations are: only `toolShare` of them use the
+ * calculator; the rest work the answer out in the head ("I think 35+96 = 131.", always right), which a
+ * tiny model cannot learn to compute. Both kinds write the expression, so copying numbers out of the
+ * question is learnt from every demonstration; what SFT cannot learn from them is that the tool is the
+ * reliable way to the result. The direct answers share one opening token on purpose: with `toolShare`
+ * < 0.5 the greedy policy then prefers answering outright over the tool (a leading number would spread that
+ * mass over many tokens and let the single `<tool_call>` token win the argmax).
  */
 export function demonstrations(problems: readonly Problem[], toolShare: number, seed: number): Demo[] {
   const rng = new SeededRandom(seed);
@@ -144,7 +180,7 @@ export function demonstrations(problems: readonly Problem[], toolShare: number, 
     if (rng.next() >= toolShare) {
       return {
         tools: [CALCULATOR_TOOL],
-        messages: [user, { role: "assistant", content: `It is ${p.answer}.` }],
+        messages: [user, { role: "assistant", content: `I think ${expressionOf(p)} = ${p.answer}.` }],
       };
     }
     const id = `call_${i}`;

@@ -29,7 +29,7 @@ afterAll(async () => {
 
 describe("evaluatePolicy on an external engine", () => {
   it("runs every problem through the engine's adapter of the policy", async () => {
-    const splits = makeSplits({ train: 4, demo: 4, val: 4 }, 1);
+    const splits = makeSplits({ train: 4, demo: 4, val: 4, test: 4 }, 1);
     const tokenizer = new Tokenizer({ chars: alphabet([...splits.train, ...splits.demo, ...splits.val]) });
     const template = new ChatTemplate(tokenizer);
     const baseDir = join(root, "base");

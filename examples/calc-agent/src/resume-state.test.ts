@@ -11,7 +11,7 @@ const ev = (accuracy: number) => ({ accuracy, toolUse: 0.1, toolSuccess: 0.5, n:
 
 describe("calc-agent resume state", () => {
   it("round-trips the warm-start evaluation and checks the seed", () => {
-    const record = { seed: 3, seconds: 281.5, evalSeconds: 12.25, greedy: ev(0), sampled: ev(0.04) };
+    const record = { seed: 3, seconds: 281.5, greedy: ev(0), sampled: ev(0.04) };
     expect(loadWarmStart(dir, 3)).toBeNull();
     saveWarmStart(dir, record);
     expect(loadWarmStart(dir, 3)).toEqual(record);

@@ -3,18 +3,15 @@ import { join } from "node:path";
 import type { EvalResult } from "./evaluate.js";
 
 /**
- * What `--resume` needs from the interrupted run that the PPO checkpoint does not hold: the held-out
- * accuracy measured right after the warm start (the "before" of the before/after table; re-measuring it
- * on a resumed checkpoint would report the RL policy as the baseline) and the seconds the warm start took,
- * so the time budget counts the whole run rather than restarting.
+ * What `--resume` needs from the interrupted run that the PPO checkpoint does not hold: the test accuracy
+ * of the best SFT checkpoint (the "before" row; re-measuring it on a resumed checkpoint would report the
+ * RL policy as the baseline) and the seconds SFT took, so the reported time covers the whole run.
  */
 
 export interface WarmStartRecord {
   seed: number;
-  /** Seconds from the start of the run to the end of the warm-start evaluation. */
+  /** Seconds from the start of the run to the end of the best checkpoint's test evaluation. */
   seconds: number;
-  /** Seconds one held-out evaluation took (the final one costs about the same). */
-  evalSeconds: number;
   greedy: EvalResult;
   sampled: EvalResult;
 }
@@ -39,17 +36,13 @@ export function loadWarmStart(out: string, seed: number): WarmStartRecord | null
   // Validated by hand: this example keeps to the dependencies a user's agent would have (no zod).
   const r = JSON.parse(readFileSync(path, "utf8")) as Partial<WarmStartRecord>;
   const ok =
-    typeof r.seed === "number" &&
-    typeof r.seconds === "number" &&
-    typeof r.evalSeconds === "number" &&
-    isEval(r.greedy) &&
-    isEval(r.sampled);
+    typeof r.seed === "number" && typeof r.seconds === "number" && isEval(r.greedy) && isEval(r.sampled);
   if (!ok) throw new Error(`${path} is not a warm-start record`);
   if (r.seed !== seed) throw new Error(`${path} is from a run with --seed ${r.seed}, not ${seed}`);
   return r as WarmStartRecord;
 }
 
-/** RL seconds already spent, from the metrics history a PPO checkpoint carries (steps + validations). */
+/** RL seconds already spent (for the total time of a resumed run), from the metrics history a PPO checkpoint carries (steps + validations). */
 export function rlSecondsSoFar(history: readonly { metrics: Record<string, number | undefined> }[]): number {
   return history.reduce(
     (sum, h) => sum + (h.metrics["timing_s/step"] ?? 0) + (h.metrics["timing_s/testing"] ?? 0),

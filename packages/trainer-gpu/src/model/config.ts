@@ -11,6 +11,12 @@ export const ModelConfigSchema = z.strictObject({
   ffMult: z.number().int().min(1).default(4),
   /** Seed of the deterministic initialisation. */
   seed: z.number().int().default(0),
+  /**
+   * Use the token embedding (transposed) as the output head instead of a separate `head` matrix. With a
+   * vocabulary of many rarely seen tokens (e.g. numbers), copying a token from the context is then free
+   * for the model to learn: the output row of a token is its own embedding.
+   */
+  tieEmbeddings: z.boolean().default(false),
 });
 export type ModelConfig = z.output<typeof ModelConfigSchema>;
 export type ModelConfigInput = z.input<typeof ModelConfigSchema>;

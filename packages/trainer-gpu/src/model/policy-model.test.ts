@@ -120,6 +120,48 @@ describe("PolicyModel", () => {
     loaded.model.dispose();
   });
 
+  it("tied embeddings: no head weight, logits are h . E^T, the output gradient reaches the embedding, checkpoints keep the tie", async () => {
+    const { tokenizer, template } = await tinySetup(12);
+    const model = PolicyModel.create({
+      vocabSize: tokenizer.vocabSize,
+      dModel: 16,
+      nLayers: 1,
+      nHeads: 2,
+      contextLength: 32,
+      seed: 4,
+      tieEmbeddings: true,
+    });
+    expect(model.weightNames).not.toContain("head");
+    // Independent of the model's own head path: the final hidden states times the embedding, in float64.
+    const h = tf.tidy(() => model.hidden(batch).arraySync() as number[][][]);
+    const E = model.variable("tok_emb").arraySync() as number[][];
+    const logits = tf.tidy(() => model.logits(batch).arraySync() as number[][][]);
+    for (const [b, row] of h.entries()) {
+      for (const [t, vec] of row.entries()) {
+        for (const v of [0, 7, tokenizer.vocabSize - 1]) {
+          const ref = vec.reduce((a, x, k) => a + x * E[v]![k]!, 0);
+          expect(logits[b]![t]![v]).toBeCloseTo(ref, 4);
+        }
+      }
+    }
+    // A token that never appears in the input still gets an embedding gradient: through the output head.
+    const unseen = tokenizer.vocabSize - 1;
+    const grads = tf.variableGrads(
+      () => tf.neg(tf.mean(model.tokenLogProbs(batch))) as tf.Scalar,
+      [model.variable("tok_emb")],
+    );
+    const g = grads.grads[model.variable("tok_emb").name]!.arraySync() as number[][];
+    expect(g[unseen]!.some((x) => x !== 0)).toBe(true);
+    tf.dispose([grads.value, ...Object.values(grads.grads)]);
+    const dir = await tmp();
+    await saveCheckpoint(dir, model, { tokenizer, template });
+    const loaded = await loadCheckpoint(dir);
+    expect(loaded.model.config.tieEmbeddings).toBe(true);
+    expect(tf.tidy(() => arr(loaded.model.logits(batch)))).toEqual(tf.tidy(() => arr(model.logits(batch))));
+    model.dispose();
+    loaded.model.dispose();
+  });
+
   it("a corrupted or mismatched checkpoint fails with a clear error", async () => {
     const { model, tokenizer } = await tinySetup(11);
     const dir = await tmp();

@@ -57,7 +57,8 @@ export class PolicyModel implements CausalLM {
         [`l${l}.b2`, [d]],
       );
     }
-    specs.push(["lnf.g", [d]], ["lnf.b", [d]], ["head", [d, c.vocabSize]]);
+    specs.push(["lnf.g", [d]], ["lnf.b", [d]]);
+    if (!c.tieEmbeddings) specs.push(["head", [d, c.vocabSize]]);
     return specs;
   }
 
@@ -228,6 +229,13 @@ export class PolicyModel implements CausalLM {
     return { h: this.blocks(x, B, T, bias).h, B, T };
   }
 
+  /** The output projection `[d, V]`: the `head` weight, or the transposed token embedding when tied.
+   * Call inside a tidy (the transpose is a new tensor, differentiable into the embedding). */
+  private head(): tf.Tensor2D {
+    if (this.config.tieEmbeddings) return tf.transpose(this.variable("tok_emb")) as tf.Tensor2D;
+    return this.variable("head") as tf.Tensor2D;
+  }
+
   /** Final-layer hidden states `[B,T,d]` (for value heads). */
   hidden(inputIds: IdsInput, attentionMask?: MaskInput): tf.Tensor3D {
     const { h, B, T } = this.forwardHidden(inputIds, attentionMask);
@@ -237,7 +245,7 @@ export class PolicyModel implements CausalLM {
   /** Next-token logits `[B,T,V]` for every position. Differentiable; call inside tf.tidy / variableGrads. */
   logits(inputIds: IdsInput, attentionMask?: MaskInput): tf.Tensor3D {
     const { h, B, T } = this.forwardHidden(inputIds, attentionMask);
-    return tf.reshape(mm(h, this.variable("head")), [B, T, this.config.vocabSize]);
+    return tf.reshape(mm(h, this.head()), [B, T, this.config.vocabSize]);
   }
 
   /**
@@ -308,7 +316,7 @@ export class PolicyModel implements CausalLM {
         tf.slice(tf.reshape(h, [n, T, this.config.dModel]), [0, T - 1, 0], [n, 1, this.config.dModel]),
         [n, this.config.dModel],
       );
-      const logits = mm(last, this.variable("head"));
+      const logits = mm(last, this.head());
       return { logits, kv: kv.map((e) => ({ k: e.k, v: e.v })) };
     });
     const logits = Float32Array.from(result.logits.dataSync() as Float32Array);
@@ -333,7 +341,7 @@ export class PolicyModel implements CausalLM {
     const result = tf.tidy(() => {
       const x = this.embed(Int32Array.from(tokens), S, 1, Int32Array.from(positions));
       const { h, kv } = this.blocks(x, S, 1, keyBias, cache);
-      return { logits: mm(h, this.variable("head")), kv: kv.map((e) => ({ k: e.k, v: e.v })) };
+      return { logits: mm(h, this.head()), kv: kv.map((e) => ({ k: e.k, v: e.v })) };
     });
     const logits = Float32Array.from(result.logits.dataSync() as Float32Array);
     result.logits.dispose();

@@ -12,6 +12,6 @@ export { lineChartSvg, type Series } from "./plot.js";
 export type { PPOProxyOptions } from "./proxy-options.js";
 export * from "./rng.js";
 export * from "./serving.js";
-export { ppoUpdate, type StepModels } from "./step.js";
+export { mapStepRewards, ppoUpdate, type RewardMapper, type StepModels, trainingRewards } from "./step.js";
 export * from "./triplet-rows.js";
 export * from "./value-head.js";

@@ -1,2 +1,3 @@
 export { type PreparedExample, prepareExample, type RawSftExample } from "./examples.js";
 export * from "./sft.js";
+export * from "./sft-loss.js";

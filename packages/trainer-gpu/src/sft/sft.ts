@@ -34,14 +34,30 @@ export interface SftOptions {
   maxGradNorm?: number;
   /** Shuffling seed (default 0). */
   seed?: number;
-  /** Bring your own optimizer (e.g. restored from a checkpoint); `learningRate`/`warmupSteps` are then unused. */
+  /**
+   * After warm-up: "constant" (default) keeps `learningRate`; "linear" decays it linearly towards 0
+   * (`learningRate / (steps - warmupSteps)` at the last step): a cool-down, as in warmup-stable-decay
+   * schedules. "linear" sets the rate also of an optimizer passed in.
+   */
+  schedule?: "constant" | "linear";
+  /**
+   * Bring your own optimizer (e.g. restored from a checkpoint, or to continue a run); `learningRate`/
+   * `warmupSteps` are then unused unless `schedule` is "linear".
+   */
   optimizer?: tf.Optimizer;
   /** Show a cli-progress bar (default: when the progress stream is a TTY). */
   progress?: boolean;
   /** Where the bar is drawn (default `process.stderr`); on a non-TTY it prints one line per update. */
   progressStream?: NodeJS.WritableStream & { isTTY?: boolean };
   /** Called after every step. */
-  onStep?: (info: { step: number; loss: number; tokens: number }) => void;
+  onStep?: (info: {
+    step: number;
+    loss: number;
+    /** Assistant (trained) tokens in the batch. */
+    tokens: number;
+    /** All tokens of the batch's sequences (no padding): the forward/backward work of the step. */
+    sequenceTokens: number;
+  }) => void;
   /**
    * Split each batch into micro-batches of this many rows whose gradients are summed before the step
    * (same loss: each is divided by the whole batch's target count). Default: the whole batch at once, or
@@ -241,7 +257,11 @@ export async function sft(
   const t0 = performance.now();
   try {
     for (let step = 0; step < totalSteps; step++) {
-      if (options.optimizer === undefined && warmup > 0) {
+      if (options.schedule === "linear") {
+        const rise = warmup > 0 ? Math.min(1, (step + 1) / warmup) : 1;
+        const fall = (totalSteps - step) / Math.max(1, totalSteps - warmup);
+        (optimizer as unknown as { learningRate: number }).learningRate = lr * Math.min(rise, fall);
+      } else if (options.optimizer === undefined && warmup > 0) {
         (optimizer as unknown as { learningRate: number }).learningRate =
           lr * Math.min(1, (step + 1) / warmup);
       }
@@ -269,7 +289,7 @@ export async function sft(
       processed += batch.length * T;
       const tps = processed / ((performance.now() - t0) / 1000);
       bar?.update(step + 1, { loss: loss.toFixed(4), tps: tps.toFixed(0) });
-      options.onStep?.({ step, loss, tokens });
+      options.onStep?.({ step, loss, tokens, sequenceTokens: batch.reduce((a, b) => a + b.ids.length, 0) });
       // Keep servers and timers responsive during long runs.
       await new Promise<void>((r) => setImmediate(r));
     }

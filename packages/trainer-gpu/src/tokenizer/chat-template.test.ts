@@ -30,6 +30,49 @@ describe("Tokenizer", () => {
     expect(tok.encode("é")).toEqual([tok.unkId]);
     expect(tok.vocabSize).toBeLessThan(120);
   });
+
+  describe("with pieces", () => {
+    const numbers = Array.from({ length: 990 }, (_, i) => String(i + 10));
+    const pieced = new Tokenizer({ pieces: [...numbers, "calculator", "calc", "is", "It"] });
+    it("matches the longest piece first and round-trips any printable text (property)", () => {
+      const ids = pieced.encode("It is 123+4567; calculator calc");
+      expect(ids.map((id) => pieced.tokenText(id))).toEqual([
+        "It",
+        " ",
+        "is",
+        " ",
+        "123",
+        "+",
+        "456",
+        "7",
+        ";",
+        " ",
+        "calculator",
+        " ",
+        "calc",
+      ]);
+      fc.assert(
+        fc.property(
+          fc.string({ unit: fc.constantFrom(...'0123456789 abcItscalculator+-*{}":,') }),
+          (text) => {
+            expect(pieced.decode(pieced.encode(text))).toBe(text);
+            // Never longer than the character encoding, and identical without pieces in the text.
+            expect(pieced.encode(text).length).toBeLessThanOrEqual(tok.encode(text).length);
+          },
+        ),
+      );
+    });
+    it("keeps char ids stable, survives its config, and rejects bad pieces", () => {
+      expect(pieced.encode("a")).toEqual(tok.encode("a"));
+      expect(pieced.vocabSize).toBe(tok.vocabSize + 994);
+      const again = Tokenizer.fromConfig(JSON.parse(JSON.stringify(pieced.toConfig())));
+      expect(again.encode("It is 85.")).toEqual(pieced.encode("It is 85."));
+      expect(tok.toConfig()).not.toHaveProperty("pieces");
+      expect(() => new Tokenizer({ pieces: ["a"] })).toThrow(/at least 2/);
+      expect(() => new Tokenizer({ pieces: ["ab", "ab"] })).toThrow(/repeat/);
+      expect(() => new Tokenizer({ chars: "ab", pieces: ["ac"] })).toThrow(/"c"/);
+    });
+  });
 });
 
 describe("ChatTemplate", () => {

@@ -1,8 +1,12 @@
 /**
  * A character-level tokenizer with a small fixed vocabulary: special tokens first, then one token per
- * character of `chars` (default: printable ASCII plus newline and tab). Characters outside the
- * vocabulary map to `<unk>`. Tiny policies learn far faster over ~100 symbols than over a BPE vocab, and
- * one token per character makes tokenization trivially incremental and unambiguous (no BPE split drift).
+ * character of `chars` (default: printable ASCII plus newline and tab), then optional multi-character
+ * `pieces` (whole words, numbers) matched longest-first. Characters outside the vocabulary map to `<unk>`.
+ * Tiny policies learn far faster over a small vocabulary than over a BPE vocab of 100k+; pieces shorten
+ * sequences and turn copying a number into copying one token (as BPE vocabularies that keep up to three
+ * digits together, e.g. Llama 3's, do). Without pieces, one token per character makes tokenization
+ * trivially incremental and unambiguous; with them, text re-encodes to the longest-first split, which a
+ * model may not have generated (trajectory aggregation then counts a prefix mismatch).
  */
 
 import type { TextTokenizer } from "./text-tokenizer.js";
@@ -30,6 +34,8 @@ export const DEFAULT_CHARS = `\n\t${Array.from({ length: 95 }, (_, i) => String.
 export interface TokenizerConfig {
   kind: "char";
   chars: string;
+  /** Multi-character tokens, each at least 2 characters of `chars`, matched longest-first. */
+  pieces?: string[];
 }
 
 export interface DecodeOptions {
@@ -39,8 +45,11 @@ export interface DecodeOptions {
 
 export class Tokenizer implements TextTokenizer {
   readonly chars: string;
+  readonly pieces: readonly string[];
   readonly vocabSize: number;
   private readonly charToId = new Map<string, number>();
+  /** Pieces by their first character, longest first, with their ids. */
+  private readonly piecesByFirst = new Map<string, Array<[string, number]>>();
   private readonly idToText: string[];
   private readonly specialIds = new Map<string, number>();
 
@@ -49,9 +58,26 @@ export class Tokenizer implements TextTokenizer {
     const unique = Array.from(new Set(Array.from(chars)));
     if (unique.length !== Array.from(chars).length) throw new Error("Tokenizer chars must not repeat");
     this.chars = unique.join("");
-    this.idToText = [...SPECIAL_TOKENS, ...unique];
+    const pieces = config.pieces ?? [];
+    if (new Set(pieces).size !== pieces.length) throw new Error("Tokenizer pieces must not repeat");
+    for (const p of pieces) {
+      if (Array.from(p).length < 2) throw new Error(`Tokenizer piece "${p}" must be at least 2 characters`);
+      const missing = Array.from(p).find((ch) => !unique.includes(ch));
+      if (missing !== undefined)
+        throw new Error(`Tokenizer piece "${p}" uses "${missing}", which is not in chars`);
+    }
+    this.pieces = [...pieces];
+    this.idToText = [...SPECIAL_TOKENS, ...unique, ...pieces];
     for (const [i, t] of SPECIAL_TOKENS.entries()) this.specialIds.set(t, i);
     for (const [i, c] of unique.entries()) this.charToId.set(c, SPECIAL_TOKENS.length + i);
+    const firstPieceId = SPECIAL_TOKENS.length + unique.length;
+    for (const [i, p] of pieces.entries()) {
+      const first = String.fromCodePoint(p.codePointAt(0)!);
+      const list = this.piecesByFirst.get(first) ?? [];
+      list.push([p, firstPieceId + i]);
+      this.piecesByFirst.set(first, list);
+    }
+    for (const list of this.piecesByFirst.values()) list.sort((a, b) => b[0].length - a[0].length);
     this.vocabSize = this.idToText.length;
   }
 
@@ -61,7 +87,9 @@ export class Tokenizer implements TextTokenizer {
   }
 
   toConfig(): TokenizerConfig {
-    return { kind: "char", chars: this.chars };
+    return this.pieces.length
+      ? { kind: "char", chars: this.chars, pieces: [...this.pieces] }
+      : { kind: "char", chars: this.chars };
   }
 
   get padId(): number {
@@ -91,7 +119,22 @@ export class Tokenizer implements TextTokenizer {
   /** Plain text to ids; special-token strings inside text are NOT interpreted (prompt injection safe). */
   encode(text: string): number[] {
     const out: number[] = [];
-    for (const ch of text) out.push(this.charToId.get(ch) ?? this.unkId);
+    if (this.piecesByFirst.size === 0) {
+      for (const ch of text) out.push(this.charToId.get(ch) ?? this.unkId);
+      return out;
+    }
+    let i = 0;
+    while (i < text.length) {
+      const ch = String.fromCodePoint(text.codePointAt(i)!);
+      const piece = this.piecesByFirst.get(ch)?.find(([p]) => text.startsWith(p, i));
+      if (piece) {
+        out.push(piece[1]);
+        i += piece[0].length;
+      } else {
+        out.push(this.charToId.get(ch) ?? this.unkId);
+        i += ch.length;
+      }
+    }
     return out;
   }
 

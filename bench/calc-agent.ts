@@ -1,0 +1,173 @@
+/**
+ * What RL adds to the calc-agent, with controls: for each of 3 seeds, SFT to its plateau on imperfect
+ * demonstrations, then from the same best SFT checkpoint (bench/support/calc-agent-seed.ts):
+ *   - more SFT on the same demonstrations, as many sequences as the RL phase samples;
+ *   - GRPO with each step's rewards shuffled across its rollouts;
+ *   - GRPO,
+ * all scored on the same test problems (never used to choose anything; the validation split picks the
+ * best SFT checkpoint and draws the RL curves). The settings are the main job's (examples/calc-agent/src/
+ * settings.ts). Seeds run as separate processes, all at once (each single-threaded); every run is a fixed
+ * amount of work, so the load changes only the times.
+ *
+ *   pnpm exec tsx bench/calc-agent.ts            # writes bench/results/calc-agent-controls.{json,md,svg}
+ */
+import { spawn } from "node:child_process";
+import { createWriteStream, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { lineChartSvg } from "@agl/trainer-gpu";
+import { MAIN_JOB } from "../examples/calc-agent/src/settings.js";
+import { barChartSvg } from "./support/bar-chart.js";
+import type { SeedResult } from "./support/calc-agent-seed.js";
+
+const SEEDS = (process.env.SEEDS ?? "1,2,3").split(",").map(Number);
+const here = dirname(fileURLToPath(import.meta.url));
+const results = join(here, "results");
+const root = mkdtempSync(join(tmpdir(), "agl-calc-controls-"));
+const logPath = join(results, "calc-agent-controls.log");
+const logFile = createWriteStream(logPath);
+const t0 = performance.now();
+
+function runSeed(seed: number): Promise<SeedResult> {
+  const out = join(root, `seed-${seed}`);
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      "pnpm",
+      ["exec", "tsx", join(here, "support/calc-agent-seed.ts"), "--seed", String(seed), "--out", out],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    for (const stream of [child.stdout, child.stderr]) {
+      stream.on("data", (chunk: Buffer) => {
+        for (const line of chunk.toString().split("\n")) {
+          // Per-step PPO lines stay in each run's metrics.jsonl; the log keeps the milestones.
+          if (line.trim() && !line.startsWith("[ppo] step")) {
+            logFile.write(`${line}\n`);
+            if (line.startsWith("[seed")) console.log(line);
+          }
+        }
+      });
+    }
+    child.on("error", reject);
+    child.on("exit", (code) => {
+      if (code !== 0) reject(new Error(`seed ${seed} exited with ${code}`));
+      else resolve(JSON.parse(readFileSync(join(out, "result.json"), "utf8")) as SeedResult);
+    });
+  });
+}
+
+const load = loadavg()[0]!;
+const seeds = await Promise.all(SEEDS.map(runSeed));
+const seconds = (performance.now() - t0) / 1000;
+logFile.end();
+
+const ARMS = [
+  ["sft", "best SFT checkpoint"],
+  ["more_sft", "+ more SFT (control)"],
+  ["shuffled_grpo", "+ shuffled-reward GRPO (control)"],
+  ["grpo", "+ GRPO"],
+] as const;
+const pts = (x: number) => (100 * x).toFixed(1);
+const signed = (x: number) => `${x >= 0 ? "+" : ""}${(100 * x).toFixed(1)}`;
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+const rows: string[] = [];
+for (const s of seeds) {
+  for (const [arm, label] of ARMS) {
+    const r = s.arms[arm].test;
+    const base = s.arms.sft.test;
+    const d = arm === "sft" ? "" : ` (${signed(r.greedy.accuracy - base.greedy.accuracy)})`;
+    const ds = arm === "sft" ? "" : ` (${signed(r.sampled.accuracy - base.sampled.accuracy)})`;
+    rows.push(
+      `| ${s.seed} | ${label} | ${pts(r.greedy.accuracy)}${d} | ${pts(r.sampled.accuracy)}${ds} | ${pts(r.sampled.toolUse)} | ${s.arms[arm].seconds.toFixed(0)} |`,
+    );
+  }
+}
+const summary = ARMS.map(([arm, label]) => {
+  const g = seeds.map((s) => s.arms[arm].test.greedy.accuracy - s.arms.sft.test.greedy.accuracy);
+  const sm = seeds.map((s) => s.arms[arm].test.sampled.accuracy - s.arms.sft.test.sampled.accuracy);
+  const abs = (k: "greedy" | "sampled") => pts(mean(seeds.map((s) => s.arms[arm].test[k].accuracy)));
+  return arm === "sft"
+    ? `| ${label} | ${abs("greedy")} | ${abs("sampled")} | | |`
+    : `| ${label} | ${abs("greedy")} | ${abs("sampled")} | ${signed(mean(g))} [${g.map(signed).join(", ")}] | ${signed(mean(sm))} [${sm.map(signed).join(", ")}] |`;
+});
+const gain = (arm: (typeof ARMS)[number][0], k: "greedy" | "sampled") =>
+  seeds.map((s) => s.arms[arm].test[k].accuracy - s.arms.sft.test[k].accuracy);
+const goals = {
+  grpo_at_least_30_points_each_seed: (["greedy", "sampled"] as const).every((k) =>
+    gain("grpo", k).every((x) => x >= 0.3),
+  ),
+  controls_within_5_points_each_seed: (["more_sft", "shuffled_grpo"] as const).every((arm) =>
+    (["greedy", "sampled"] as const).every((k) => gain(arm, k).every((x) => Math.abs(x) <= 0.05)),
+  ),
+};
+
+writeFileSync(
+  join(results, "calc-agent-controls.json"),
+  `${JSON.stringify({ settings: MAIN_JOB, seeds, goals, seconds, loadAverageAtStart: load, cpus: cpus().length }, null, 2)}\n`,
+);
+
+const bars = barChartSvg(
+  "calc-agent: test accuracy by arm (mean of seeds; dots: each seed)",
+  ARMS.map(([, label]) => label.replace(" (control)", "")),
+  [
+    { name: "greedy", values: ARMS.map(([arm]) => seeds.map((s) => s.arms[arm].test.greedy.accuracy)) },
+    { name: "sampled", values: ARMS.map(([arm]) => seeds.map((s) => s.arms[arm].test.sampled.accuracy)) },
+  ],
+);
+writeFileSync(join(results, "calc-agent-controls.svg"), bars);
+const GRPO_COLORS = ["#1f5fa8", "#4e79a7", "#86a8d0"];
+const SHUFFLED_COLORS = ["#b3541e", "#f28e2b", "#f5b77a"];
+const curves = lineChartSvg(
+  "calc-agent: validation accuracy during RL (sampled, 1 per problem)",
+  seeds.flatMap((s, i) => [
+    { name: `GRPO seed ${s.seed}`, color: GRPO_COLORS[i % 3]!, points: s.arms.grpo.valCurve ?? [] },
+    {
+      name: `shuffled seed ${s.seed}`,
+      color: SHUFFLED_COLORS[i % 3]!,
+      points: s.arms.shuffled_grpo.valCurve ?? [],
+    },
+  ]),
+  "GRPO step",
+  "validation accuracy",
+);
+writeFileSync(join(results, "calc-agent-rl-curves.svg"), curves);
+
+const md = `# calc-agent: what RL adds over the best SFT checkpoint, with controls
+
+\`pnpm exec tsx bench/calc-agent.ts\` — ${SEEDS.length} seeds run at once as separate single-threaded processes on
+this ${cpus().length}-core machine (load average ${load.toFixed(1)} at the start; ${(seconds / 60).toFixed(1)} minutes in all).
+Settings are the main job's (\`examples/calc-agent/src/settings.ts\`): SFT on ${MAIN_JOB.splits.demo} demonstrations
+of which ${100 * MAIN_JOB.sft.toolShare}% use the calculator (the rest answer outright), validated every ${MAIN_JOB.sft.evalEvery} steps on
+${MAIN_JOB.splits.val} validation problems, stopped after ${MAIN_JOB.sft.patience} validations without improvement; the best checkpoint
+is the start of every arm. GRPO: ${MAIN_JOB.grpo.steps} steps x 16 problems x 8 rollouts. More SFT: as many
+demonstrations (forward and backward) as GRPO samples rollouts. Shuffled GRPO: the same GRPO with each step's
+rewards permuted across its 128 rollouts.
+
+Accuracy on ${MAIN_JOB.splits.test} test problems (never used for any choice), in percent; greedy, and sampled at temperature 1
+with two samples per problem. In brackets: change from the best SFT checkpoint, in points.
+
+## Mean over seeds (change per seed in brackets)
+
+| arm | greedy | sampled | greedy change | sampled change |
+| --- | --- | --- | --- | --- |
+${summary.join("\n")}
+
+Goals: GRPO at least +30 points greedy and sampled on every seed: **${goals.grpo_at_least_30_points_each_seed ? "met" : "not met"}**;
+both controls within 5 points on every seed: **${goals.controls_within_5_points_each_seed ? "met" : "not met"}**.
+
+## Per seed
+
+| seed | arm | greedy | sampled | sampled tool use | seconds |
+| --- | --- | --- | --- | --- | --- |
+${rows.join("\n")}
+
+SFT: ${seeds.map((s) => `seed ${s.seed} best at step ${s.sft.bestStep} of ${s.sft.steps} (${s.sft.seconds.toFixed(0)} s)`).join("; ")}.
+
+Plots: \`calc-agent-controls.svg\` (test accuracy by arm), \`calc-agent-rl-curves.svg\` (validation accuracy
+during GRPO and shuffled-reward GRPO). Raw numbers: \`calc-agent-controls.json\`; log: \`calc-agent-controls.log\`.
+`;
+writeFileSync(join(results, "calc-agent-controls.md"), md);
+console.log(md);

@@ -1,0 +1,320 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { consoleLogger, Trainer } from "@agl/core";
+import { SqliteLightningStore } from "@agl/store";
+import {
+  ChatTemplate,
+  type PolicyBundle,
+  PolicyModel,
+  type PolicyWorkers,
+  PPO,
+  type PPOConfigInput,
+  type PPOResult,
+  type RewardMapper,
+  type SftExample,
+  sft,
+  sftLoss,
+  Tokenizer,
+} from "@agl/trainer-gpu";
+import { calcAgent } from "./agent.js";
+import { type Demo, demonstrations, type Problem, type Splits, vocabulary } from "./dataset.js";
+import { type EvalResult, evaluatePolicy } from "./evaluate.js";
+
+/**
+ * The pieces of the calc-agent experiment, shared by the main job (`main.ts`) and the controls bench
+ * (`bench/calc-agent.ts`): the policy, the held-out evaluation, SFT to its plateau, more SFT with a
+ * fixed compute budget, and GRPO (optionally with a reward mapping, for the shuffled-reward control).
+ * Everything is a fixed amount of work for a seed: nothing stops on the clock.
+ */
+
+export const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+
+export interface HeldOut {
+  greedy: EvalResult;
+  /** Temperature 1, two samples per problem. */
+  sampled: EvalResult;
+}
+
+/** Mean of greedy and sampled accuracy: what picks the best SFT checkpoint (on the validation split). */
+export const heldOutScore = (h: HeldOut) => (h.greedy.accuracy + h.sampled.accuracy) / 2;
+
+export function createPolicy(splits: Splits, seed: number): PolicyBundle & { model: PolicyModel } {
+  const tokenizer = new Tokenizer(
+    vocabulary([...splits.train, ...splits.demo, ...splits.val, ...splits.test]),
+  );
+  const model = PolicyModel.create({
+    vocabSize: tokenizer.vocabSize,
+    dModel: 64,
+    nLayers: 2,
+    nHeads: 4,
+    contextLength: 128,
+    // Numbers are single tokens, most of them rare: with the output head tied to the embedding, copying
+    // one from the question into a tool call (or from the tool result into the answer) is easy to learn.
+    tieEmbeddings: true,
+    seed,
+  });
+  return { model, tokenizer, template: new ChatTemplate(tokenizer) };
+}
+
+/** Greedy accuracy, and sampled accuracy (temperature 1, two samples per problem), on held-out problems. */
+export async function heldOut(
+  policy: PolicyBundle,
+  problems: readonly Problem[],
+  seed: number,
+  workers?: PolicyWorkers,
+): Promise<HeldOut> {
+  const serve = workers?.serve;
+  const greedy = await evaluatePolicy(policy, problems, { temperature: 0, seed, serve });
+  const sampled = await evaluatePolicy(policy, [...problems, ...problems], {
+    temperature: 1,
+    seed: seed + 1,
+    serve,
+  });
+  return { greedy, sampled };
+}
+
+export const describeHeldOut = (h: HeldOut) =>
+  `greedy ${pct(h.greedy.accuracy)} (tool use ${pct(h.greedy.toolUse)}), sampled ${pct(h.sampled.accuracy)} (tool use ${pct(h.sampled.toolUse)})`;
+
+export interface SftSettings {
+  batchSize: number;
+  learningRate: number;
+  /** Rows per gradient micro-batch (a fixed split, so one thread and two workers compute the same sums). */
+  microBatchSize: number;
+  workers?: PolicyWorkers;
+  seed: number;
+  log: (line: string) => void;
+}
+
+export interface SftPlateauOptions extends SftSettings {
+  /** Share of demonstrations that use the calculator (the rest answer outright). */
+  toolShare: number;
+  /** Evaluate on the validation split every this many steps. */
+  evalEvery: number;
+  /**
+   * Stop after this many evaluations in which neither the validation loss (on demonstrations written for
+   * the validation problems) nor validation accuracy improved...
+   */
+  patience: number;
+  /** ...or after this many steps (cool-down not included). */
+  maxSteps: number;
+  /** Then this many steps with the learning rate falling linearly to 0, validated like the others. */
+  coolDownSteps: number;
+}
+
+export interface SftCurvePoint {
+  step: number;
+  /** Training loss of the last step. */
+  loss: number;
+  /** Loss on demonstrations for the validation problems (never trained on). */
+  valLoss: number;
+  val: HeldOut;
+}
+
+export interface SftPlateau {
+  demos: Demo[];
+  bestStep: number;
+  /** Validation accuracy of the best checkpoint (the weights the policy holds afterwards). */
+  bestVal: HeldOut;
+  curve: SftCurvePoint[];
+  steps: number;
+  /** Tokens processed (forward and backward) by all the steps run. */
+  tokens: number;
+  seconds: number;
+}
+
+/**
+ * SFT from scratch on imperfect demonstrations to its plateau, warmup-stable-decay style: a constant
+ * learning rate, validated every `evalEvery` steps, until `patience` validations in a row improved neither
+ * validation loss (by 0.5%) nor validation accuracy (by 1 point); then a cool-down of `coolDownSteps` with
+ * the rate falling linearly to 0, which settles the weights. Accuracy alone would stop too early: it stays
+ * flat while the model is still learning to copy numbers into tool calls, which the loss shows. The policy
+ * ends holding the checkpoint with the best validation accuracy of all those validated.
+ */
+export async function sftToPlateau(
+  policy: PolicyBundle & { model: PolicyModel },
+  splits: Splits,
+  o: SftPlateauOptions,
+): Promise<SftPlateau> {
+  const t0 = performance.now();
+  const demos = demonstrations(splits.demo, o.toolShare, o.seed);
+  const valDemos = demonstrations(splits.val, o.toolShare, o.seed + 1) as unknown as SftExample[];
+  let bestValLoss = Number.POSITIVE_INFINITY;
+  let bestScoreForPatience = Number.NEGATIVE_INFINITY;
+  const curve: SftCurvePoint[] = [];
+  let best: { step: number; val: HeldOut; weights: PolicyModel } | null = null;
+  let optimizer: Awaited<ReturnType<typeof sft>>["optimizer"] | undefined;
+  let steps = 0;
+  let tokens = 0;
+  let sinceBest = 0;
+  let cooled = false;
+  while (!cooled) {
+    // The last chunk is the cool-down: one linear fall of the rate to 0, validated at its end.
+    const coolDown = steps >= o.maxSteps || sinceBest >= o.patience;
+    const n = coolDown ? o.coolDownSteps : Math.min(o.evalEvery, o.maxSteps - steps);
+    const res = await sft(policy.model, demos as unknown as SftExample[], {
+      template: policy.template,
+      steps: n,
+      batchSize: o.batchSize,
+      microBatchSize: o.microBatchSize,
+      workers: o.workers,
+      learningRate: o.learningRate,
+      ...(coolDown ? { schedule: "linear" as const } : { warmupSteps: steps === 0 ? 10 : 0 }),
+      optimizer,
+      seed: o.seed * 1000 + curve.length,
+      onStep: (info) => {
+        tokens += info.sequenceTokens;
+      },
+    });
+    optimizer = res.optimizer;
+    steps += n;
+    cooled = coolDown;
+    const val = await heldOut(policy, splits.val, o.seed * 7 + 3, o.workers);
+    const loss = res.losses.at(-1)!;
+    const valLoss = sftLoss(policy.model, valDemos, { template: policy.template }).loss;
+    curve.push({ step: steps, loss, valLoss, val });
+    const better = !best || heldOutScore(val) > heldOutScore(best.val);
+    if (better) {
+      best?.weights.dispose();
+      best = { step: steps, val, weights: policy.model.clone({ trainable: false }) as PolicyModel };
+    }
+    const lossImproved = valLoss < bestValLoss * 0.995;
+    bestValLoss = Math.min(bestValLoss, valLoss);
+    const clearlyBetter = better && heldOutScore(val) >= bestScoreForPatience + 0.01;
+    if (clearlyBetter) bestScoreForPatience = heldOutScore(val);
+    sinceBest = clearlyBetter || lossImproved ? 0 : sinceBest + 1;
+    o.log(
+      `[calc-agent] SFT step ${steps}${cooled ? " (after the cool-down)" : ""}: loss ${loss.toFixed(3)}, validation loss ${valLoss.toFixed(3)}; validation ${describeHeldOut(val)}${better ? " (best so far)" : ""}`,
+    );
+  }
+  policy.model.setWeightsFrom(best!.weights);
+  best!.weights.dispose();
+  optimizer?.dispose();
+  return {
+    demos,
+    bestStep: best!.step,
+    bestVal: best!.val,
+    curve,
+    steps,
+    tokens,
+    seconds: (performance.now() - t0) / 1000,
+  };
+}
+
+/**
+ * The "more SFT" control: another cycle of the same recipe on the same demonstrations — fresh Adam, warm-up
+ * to the same peak learning rate, linear cool-down to 0 — over `sequences` demonstrations, forward and
+ * backward (the bench gives it as many as the RL phase samples rollouts, which RL runs forward only and
+ * trains on at most once).
+ */
+export async function moreSft(
+  policy: PolicyBundle,
+  demos: readonly Demo[],
+  budget: { sequences: number },
+  o: SftSettings,
+): Promise<{ steps: number; sequences: number; tokens: number; seconds: number }> {
+  const t0 = performance.now();
+  let tokens = 0;
+  const steps = Math.ceil(budget.sequences / o.batchSize);
+  const res = await sft(policy.model, demos as unknown as SftExample[], {
+    template: policy.template,
+    steps,
+    batchSize: o.batchSize,
+    microBatchSize: o.microBatchSize,
+    workers: o.workers,
+    learningRate: o.learningRate,
+    warmupSteps: 10,
+    schedule: "linear",
+    seed: o.seed * 1000 + 500,
+    onStep: (info) => {
+      tokens += info.sequenceTokens;
+    },
+  });
+  res.optimizer.dispose();
+  o.log(`[calc-agent] more SFT: ${steps} steps, ${tokens.toLocaleString()} tokens`);
+  return { steps, sequences: steps * o.batchSize, tokens, seconds: (performance.now() - t0) / 1000 };
+}
+
+export interface GrpoOptions {
+  steps: number;
+  seed: number;
+  out: string;
+  /** Validate (sampled, one per problem) every this many steps; 0 = only before and after. */
+  testFreq: number;
+  learningRate: number;
+  /** Drop groups whose 8 rollouts all got the same reward (see the trainer's README). */
+  skipZeroVarianceGroups: boolean;
+  mapRewards?: RewardMapper;
+  workers?: PolicyWorkers;
+}
+
+export interface GrpoRun {
+  result: PPOResult;
+  /** Tokens of every trained row (prompt + response) over all steps. */
+  trainedTokens: number;
+  seconds: number;
+}
+
+/** The RL configuration (VERL names), shared by the main job and the bench. */
+export function grpoConfig(
+  o: Pick<GrpoOptions, "steps" | "seed" | "out" | "testFreq" | "learningRate" | "skipZeroVarianceGroups">,
+): PPOConfigInput {
+  return {
+    algorithm: { adv_estimator: "grpo", skip_zero_variance_groups: o.skipZeroVarianceGroups },
+    data: { train_batch_size: 16, max_prompt_length: 128, max_response_length: 96 },
+    actor_rollout_ref: {
+      rollout: { n: 8, temperature: 1, val_kwargs: { n: 1, temperature: 1 } },
+      actor: {
+        ppo_mini_batch_size: 16,
+        // Two micro-batches of the 128 rows: one per worker, and the same sums in one thread.
+        ppo_micro_batch_size_per_gpu: 64,
+        clip_ratio: 0.2,
+        optim: { lr: o.learningRate },
+      },
+    },
+    trainer: {
+      total_training_steps: o.steps,
+      test_freq: o.testFreq,
+      save_freq: -1,
+      val_before_train: o.testFreq > 0,
+      default_local_dir: o.out,
+      logger: ["console", "jsonl"],
+      experiment_name: "calc-agent",
+      seed: o.seed,
+    },
+    agentlightning: { trace_aggregator: { level: "trajectory" } },
+  };
+}
+
+/** GRPO through the real stack: SQLite store, in-process runner, LLM proxy, the unchanged agent. */
+export async function runGrpo(policy: PolicyBundle, splits: Splits, o: GrpoOptions): Promise<GrpoRun> {
+  const t0 = performance.now();
+  mkdirSync(o.out, { recursive: true });
+  const store = new SqliteLightningStore(join(o.out, "store.sqlite"));
+  try {
+    const trainer = new Trainer({
+      algorithm: new PPO<Problem>({
+        config: grpoConfig(o),
+        policy,
+        workers: o.workers,
+        mapRewards: o.mapRewards,
+        handleSignals: false,
+      }),
+      store,
+      nRunners: 1,
+      runnerConcurrency: 128,
+      pollIntervalMs: 10,
+      logger: consoleLogger("warn"),
+    });
+    const { result } = await trainer.fit<Problem, PPOResult>(calcAgent, splits.train, {
+      valDataset: splits.val,
+    });
+    const trainedTokens = result.history.reduce((a, h) => a + (h.metrics["training/n_tokens"] ?? 0), 0);
+    return { result, trainedTokens, seconds: (performance.now() - t0) / 1000 };
+  } finally {
+    await store.close();
+  }
+}
+
+/** The shuffled-reward control: each step's rewards permuted across its rollouts (same reward mix, no link to behaviour). */
+export const shuffleRewards: RewardMapper = (rewards, { rng }) => rng.shuffle([...rewards]);

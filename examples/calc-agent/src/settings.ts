@@ -1,0 +1,21 @@
+/**
+ * The main job's settings, also what the controls bench (bench/calc-agent.ts) runs: one place, so the
+ * bench measures exactly the job the README's first command runs.
+ */
+export const MAIN_JOB = {
+  splits: { train: 2000, demo: 4000, val: 100, test: 200 },
+  /** SFT on imperfect demonstrations to its plateau (see `sftToPlateau`). */
+  sft: {
+    /** Share of demonstrations that use the calculator; the rest answer in the head ("I think 37+48 = 85."). */
+    toolShare: 0.3,
+    evalEvery: 50,
+    patience: 3,
+    maxSteps: 600,
+    coolDownSteps: 100,
+    batchSize: 64,
+    microBatchSize: 32,
+    learningRate: 3e-3,
+  },
+  /** GRPO: a fixed number of steps; validation every `testFreq` steps draws the curve. */
+  grpo: { steps: 40, testFreq: 10, learningRate: 1e-3, skipZeroVarianceGroups: true },
+} as const;
