@@ -5,11 +5,13 @@ import { InMemoryLightningStore, rollout, silentLogger, Trainer } from "@agl/cor
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { selectBackend } from "../backend/select.js";
+import { Generator } from "../generate/generator.js";
 import { PolicyModel } from "../model/policy-model.js";
 import { computeLogprobs, type RowTensors, updateActor } from "../ppo/actor.js";
 import { PPO, type PPOResult } from "../ppo/algorithm.js";
 import { AdamW } from "../ppo/optim.js";
 import { SeededRandom } from "../ppo/rng.js";
+import { actorOptions } from "../ppo/test-support/actor-options.js";
 import type { TrainRow } from "../ppo/triplet-rows.js";
 import { sft } from "../sft/sft.js";
 import { toolTranscript } from "../test-support/tiny.js";
@@ -62,13 +64,58 @@ describe("data-parallel SFT", () => {
       // The workers hold the trained weights: their greedy sample is the main model's.
       const ids = template.encodeChat(data[0]!.messages.slice(0, 1), data[0]!.tools).ids;
       const [onWorker] = await pool.generate(1, [{ promptIds: ids, temperature: 0, maxTokens: 12 }]);
-      const local = new (await import("../generate/generator.js")).Generator(parallel, tokenizer);
+      const local = new Generator(parallel, tokenizer);
       expect(onWorker?.tokenIds).toEqual(
         (await local.generate({ promptIds: ids, temperature: 0, maxTokens: 12 })).tokenIds,
       );
     } finally {
       await pool.close();
       for (const m of [serialMicro, serialWhole, parallel]) m.dispose();
+    }
+  });
+});
+
+describe("the calc-agent's policy shape: tied embeddings and a tokenizer with pieces", () => {
+  it("replicates exactly: seeded samples and a data-parallel SFT step equal one thread", async () => {
+    const pieced = new Tokenizer({
+      chars: "0123456789+-*= abcdefhilnorstuw?.",
+      pieces: ["12", "34", "the ", "answer"],
+    });
+    const tied = (seed: number) =>
+      PolicyModel.create({
+        vocabSize: pieced.vocabSize,
+        dModel: 32,
+        nLayers: 1,
+        nHeads: 2,
+        contextLength: 48,
+        seed,
+        tieEmbeddings: true,
+      });
+    const serialModel = tied(6);
+    const model = tied(6);
+    const piecedTemplate = new ChatTemplate(pieced);
+    const pool = await startPolicyWorkers({ model, tokenizer: pieced }, { workers: 2 });
+    try {
+      const prompt = piecedTemplate.encodeChat([{ role: "user", content: "12+34?" }]).ids;
+      const req = { promptIds: prompt, seed: 9, maxTokens: 12 };
+      const local = await new Generator(model, pieced).generate(req);
+      const [remote] = await pool.generate(1, [req]);
+      expect(remote?.tokenIds).toEqual(local.tokenIds);
+      expect(remote?.text).toBe(local.text);
+      const demos = [12, 34, 56, 78].map((n) => ({
+        messages: [
+          { role: "user" as const, content: `${n}+1?` },
+          { role: "assistant" as const, content: `the answer is ${n + 1}.` },
+        ],
+      }));
+      const common = { template: piecedTemplate, steps: 2, batchSize: 4, seed: 1, progress: false };
+      await sft(serialModel, demos, { ...common, microBatchSize: 2 });
+      await sft(model, demos, { ...common, workers: pool });
+      expect(maxAbsDiff(serialModel, model)).toBeLessThanOrEqual(1e-5);
+    } finally {
+      await pool.close();
+      serialModel.dispose();
+      model.dispose();
     }
   });
 });
@@ -97,25 +144,20 @@ describe("data-parallel PPO actor update", () => {
     refLogprobs: r.responseIds.map(() => -2.5),
     tisWeights: null,
   }));
-  const options = () => ({
-    miniBatchRows: 4,
-    microBatchRows: 2,
-    epochs: 2,
-    shuffle: true,
-    rng: new SeededRandom(8),
-    padId: 0,
-    clipLow: 0.2,
-    clipHigh: 0.28,
-    clipC: 3,
-    aggMode: "token-mean" as const,
-    temperature: 0.8,
-    entropyCoeff: 0.01,
-    useKlLoss: true,
-    klLossCoef: 0.1,
-    klLossType: "low_var_kl" as const,
-    gradClip: 1,
-    lr: () => 1e-2,
-  });
+  const options = () =>
+    actorOptions({
+      microBatchRows: 2,
+      epochs: 2,
+      shuffle: true,
+      rng: new SeededRandom(8),
+      clipHigh: 0.28,
+      temperature: 0.8,
+      entropyCoeff: 0.01,
+      useKlLoss: true,
+      klLossCoef: 0.1,
+      lr: () => 1e-2,
+    });
+
   const adam = (m: PolicyModel) =>
     new AdamW(m.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01 });
 

@@ -6,6 +6,7 @@ import { Generator } from "../generate/generator.js";
 import { type RowTensors, updateActor } from "../ppo/actor.js";
 import { AdamW } from "../ppo/optim.js";
 import { SeededRandom } from "../ppo/rng.js";
+import { actorOptions } from "../ppo/test-support/actor-options.js";
 import type { TrainRow } from "../ppo/triplet-rows.js";
 import { loadPretrainedPolicy, type PretrainedPolicy } from "../pretrained/load-policy.js";
 import { writeTinyPretrainedCheckpoint } from "../test-support/tiny-pretrained.js";
@@ -73,24 +74,8 @@ describe("PolicyWorkers with a PretrainedModel + LoRA", () => {
         refLogprobs: null,
         tisWeights: null,
       }));
-      const options = () => ({
-        miniBatchRows: 4,
-        microBatchRows: 2,
-        epochs: 2,
-        shuffle: false,
-        rng: new SeededRandom(1),
-        padId: 0,
-        clipLow: 0.2,
-        clipHigh: 0.2,
-        clipC: 3,
-        aggMode: "token-mean" as const,
-        entropyCoeff: 0,
-        useKlLoss: false,
-        klLossCoef: 0,
-        klLossType: "low_var_kl" as const,
-        gradClip: 1,
-        lr: () => 5e-2,
-      });
+      const options = () => actorOptions({ microBatchRows: 2, epochs: 2 });
+
       const adam = (p: PretrainedPolicy) =>
         new AdamW(p.model.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0 });
       const base = parallel.model.variable(parallel.model.weightNames[3]!).dataSync().slice();

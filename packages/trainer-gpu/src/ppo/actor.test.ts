@@ -2,7 +2,7 @@ import type * as tfc from "@tensorflow/tfjs-core";
 import { beforeAll, describe, expect, it } from "vitest";
 import { computeLogprobs, type RowTensors, type TrainablePolicy, updateActor } from "./actor.js";
 import { AdamW, clipByGlobalNorm, learningRate } from "./optim.js";
-import { SeededRandom } from "./rng.js";
+import { actorOptions } from "./test-support/actor-options.js";
 import { useCpuBackend } from "./test-support/tf-cpu.js";
 import type { TrainRow } from "./triplet-rows.js";
 
@@ -38,27 +38,7 @@ const row = (id: string, prompt: number[], response: number[], score: number): T
   responseTruncated: false,
 });
 
-const options = (
-  over: Partial<Parameters<typeof updateActor>[4]> = {},
-): Parameters<typeof updateActor>[4] => ({
-  miniBatchRows: 4,
-  microBatchRows: 4,
-  epochs: 1,
-  shuffle: false,
-  rng: new SeededRandom(1),
-  padId: 0,
-  clipLow: 0.2,
-  clipHigh: 0.2,
-  clipC: 3,
-  aggMode: "token-mean",
-  entropyCoeff: 0,
-  useKlLoss: false,
-  klLossCoef: 0,
-  klLossType: "low_var_kl",
-  gradClip: 1,
-  lr: () => 0.05,
-  ...over,
-});
+const options = actorOptions;
 
 describe("optimizer pieces", () => {
   it("schedules warm-up then constant/cosine/linear decay", () => {
