@@ -1,7 +1,15 @@
 import { ChatTemplate, Tokenizer } from "@agl/trainer-gpu";
 import { describe, expect, it } from "vitest";
 import { calculate } from "./calculator.js";
-import { alphabet, demonstrations, expressionOf, makeSplits, problemKey, vocabulary } from "./dataset.js";
+import {
+  alphabet,
+  demonstrations,
+  expressionOf,
+  freshProblems,
+  makeSplits,
+  problemKey,
+  vocabulary,
+} from "./dataset.js";
 
 describe("calc-agent dataset", () => {
   const splits = makeSplits({ train: 300, demo: 200, val: 50, test: 50 }, 3);
@@ -46,6 +54,14 @@ describe("calc-agent dataset", () => {
       const last = d.messages.at(-1)!.content as string;
       expect(tok.decode(enc.ids)).toContain(last);
     }
+  });
+
+  it("fresh problems come from their own seed and stay outside every split", () => {
+    const fresh = freshProblems(splits, 100, 77);
+    const taken = new Set([...splits.train, ...splits.demo, ...splits.val, ...splits.test].map(problemKey));
+    expect(fresh.filter((p) => taken.has(problemKey(p)))).toEqual([]);
+    expect(new Set(fresh.map(problemKey)).size).toBe(100);
+    expect(freshProblems(splits, 100, 77)).toEqual(fresh);
   });
 
   it("is deterministic for a seed", () => {

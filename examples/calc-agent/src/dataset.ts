@@ -120,6 +120,26 @@ export function makeSplits(
   return { test, val, train: take(sizes.train, "train"), demo: take(sizes.demo, "demo") };
 }
 
+/**
+ * `n` new problems from their own seed, none of them (up to commuting) in `splits`: a test set drawn after
+ * every setting was fixed, for checking that the test split proper was not tuned on.
+ */
+export function freshProblems(splits: Splits, n: number, seed: number): Problem[] {
+  const taken = new Set(
+    [...splits.train, ...splits.demo, ...splits.val, ...splits.test].map((p) => problemKey(p)),
+  );
+  const rng = new SeededRandom(seed);
+  const out: Problem[] = [];
+  while (out.length < n) {
+    const p = makeProblem(rng);
+    const key = problemKey(p);
+    if (taken.has(key)) continue;
+    taken.add(key);
+    out.push({ ...p, id: `fresh-${out.length}` });
+  }
+  return out;
+}
+
 export function expressionOf(p: Problem): string {
   return `${p.a}${p.op}${p.b}`;
 }

@@ -19,7 +19,7 @@ import {
   selectBackend,
   startPolicyWorkers,
 } from "@agl/trainer-gpu";
-import { makeSplits, type Splits } from "./dataset.js";
+import { freshProblems, makeSplits, type Splits } from "./dataset.js";
 import type { EvalResult } from "./evaluate.js";
 import {
   createPolicy,
@@ -54,6 +54,8 @@ const { values: args } = parseArgs({
      */
     workers: { type: "string", default: "2" },
     seed: { type: "string", default: "1" },
+    /** Also score both rows on 200 problems drawn from this seed, outside every split (off by default). */
+    "fresh-test-seed": { type: "string" },
     resume: { type: "boolean", default: false },
   },
 });
@@ -87,6 +89,11 @@ async function run(
     `[calc-agent] policy: ${policy.model.parameterCount.toLocaleString()} parameters, vocabulary ${policy.tokenizer.vocabSize}; ${args.steps} GRPO steps; ${workers ? `${workers.size} worker threads` : "one thread"}`,
   );
 
+  const fresh =
+    args["fresh-test-seed"] !== undefined
+      ? freshProblems(splits, 200, Number(args["fresh-test-seed"]))
+      : undefined;
+  let freshBefore: HeldOut | undefined;
   let spentBefore = 0;
   let before: HeldOut;
   if (args.resume) {
@@ -115,6 +122,7 @@ async function run(
     });
     log(`[calc-agent] best SFT checkpoint: step ${warm.bestStep} of ${warm.steps}`);
     before = await heldOut(policy, splits.test, seed * 31 + 5, workers);
+    if (fresh) freshBefore = await heldOut(policy, fresh, seed * 31 + 7, workers);
     log(`[calc-agent] best SFT on the test split: ${describeHeldOut(before)}`);
     mkdirSync(out, { recursive: true });
     saveWarmStart(out, { seed, seconds: (performance.now() - t0) / 1000, ...before });
@@ -128,6 +136,7 @@ async function run(
     out,
   });
   const after = await heldOut(policy, splits.test, seed * 31 + 5, workers);
+  const freshAfter = fresh ? await heldOut(policy, fresh, seed * 31 + 7, workers) : undefined;
   const { result } = grpo;
 
   const gain = (a: EvalResult, b: EvalResult) => `${((b.accuracy - a.accuracy) * 100).toFixed(1)} points`;
@@ -145,6 +154,13 @@ async function run(
   console.log(
     `  improvement       ${gain(before.greedy, after.greedy).padEnd(27)} ${gain(before.sampled, after.sampled)}   (${result.stepsCompleted} GRPO steps)`,
   );
+  if (fresh && freshBefore && freshAfter) {
+    console.log(
+      `[calc-agent] on ${fresh.length} fresh problems (seed ${args["fresh-test-seed"]}, outside every split):`,
+    );
+    row("best SFT", freshBefore);
+    row("after GRPO", freshAfter);
+  }
   console.log(`[calc-agent] plot: ${result.plotPath}`);
   console.log(`[calc-agent] metrics: ${result.metricsPath}`);
   console.log(`[calc-agent] checkpoint: ${result.checkpointDir}`);
