@@ -166,7 +166,7 @@ with two samples per problem. In brackets: change from the best SFT checkpoint, 
 | --- | --- | --- | --- | --- |
 ${summary.join("\n")}
 
-Goals: GRPO at least +30 points greedy and sampled on every seed: **${goals.grpo_at_least_30_points_each_seed ? "met" : "not met"}**;
+Targets: GRPO at least +30 points greedy and sampled on every seed: **${goals.grpo_at_least_30_points_each_seed ? "met" : "not met"}**;
 both controls within 5 points on every seed: **${goals.controls_within_5_points_each_seed ? "met" : "not met"}**.
 
 ## Per seed
