@@ -31,6 +31,7 @@ import {
   type TrainRow,
 } from "@agl/trainer-gpu";
 import OpenAI from "openai";
+import { actorOptions } from "../packages/trainer-gpu/src/ppo/test-support/actor-options.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ROUNDS = 3;
@@ -151,24 +152,7 @@ function actorUpdate(s: Setup, batch: ReturnType<typeof actorBatch>): Promise<Co
       { policy: s.policy.model, optimizer: s.optimizer, workers: s.pool },
       batch.rows,
       batch.inputs,
-      {
-        miniBatchRows: 128,
-        microBatchRows: 128,
-        epochs: 1,
-        shuffle: false,
-        rng: new SeededRandom(1),
-        padId: 0,
-        clipLow: 0.2,
-        clipHigh: 0.28,
-        clipC: 3,
-        aggMode: "token-mean",
-        entropyCoeff: 0,
-        useKlLoss: false,
-        klLossCoef: 0,
-        klLossType: "low_var_kl",
-        gradClip: 1,
-        lr: () => 1e-6,
-      },
+      actorOptions({ miniBatchRows: 128, microBatchRows: 128, clipHigh: 0.28, lr: () => 1e-6 }),
     ),
   );
 }

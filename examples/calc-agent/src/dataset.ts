@@ -97,6 +97,19 @@ export function problemKey(p: Pick<Problem, "op" | "a" | "b">): string {
   return `${p.op}${x},${y}`;
 }
 
+/** `n` problems drawn from `rng` whose keys are not in `taken` (which gains them), ids `<prefix>-<i>`. */
+function drawNew(rng: SeededRandom, taken: Set<string>, n: number, prefix: string): Problem[] {
+  const out: Problem[] = [];
+  while (out.length < n) {
+    const p = makeProblem(rng);
+    const key = problemKey(p);
+    if (taken.has(key)) continue;
+    taken.add(key);
+    out.push({ ...p, id: `${prefix}-${out.length}` });
+  }
+  return out;
+}
+
 /** Disjoint splits: no problem (up to commuting + and *) appears in two splits or twice in one. */
 export function makeSplits(
   sizes: { train: number; demo: number; val: number; test: number },
@@ -104,20 +117,14 @@ export function makeSplits(
 ): Splits {
   const rng = new SeededRandom(seed);
   const seen = new Set<string>();
-  const take = (n: number, prefix: string): Problem[] => {
-    const out: Problem[] = [];
-    while (out.length < n) {
-      const p = makeProblem(rng);
-      const key = problemKey(p);
-      if (seen.has(key)) continue;
-      seen.add(key);
-      out.push({ ...p, id: `${prefix}-${out.length}` });
-    }
-    return out;
+  const test = drawNew(rng, seen, sizes.test, "test");
+  const val = drawNew(rng, seen, sizes.val, "val");
+  return {
+    test,
+    val,
+    train: drawNew(rng, seen, sizes.train, "train"),
+    demo: drawNew(rng, seen, sizes.demo, "demo"),
   };
-  const test = take(sizes.test, "test");
-  const val = take(sizes.val, "val");
-  return { test, val, train: take(sizes.train, "train"), demo: take(sizes.demo, "demo") };
 }
 
 /**
@@ -125,19 +132,8 @@ export function makeSplits(
  * every setting was fixed, for checking that the test split proper was not tuned on.
  */
 export function freshProblems(splits: Splits, n: number, seed: number): Problem[] {
-  const taken = new Set(
-    [...splits.train, ...splits.demo, ...splits.val, ...splits.test].map((p) => problemKey(p)),
-  );
-  const rng = new SeededRandom(seed);
-  const out: Problem[] = [];
-  while (out.length < n) {
-    const p = makeProblem(rng);
-    const key = problemKey(p);
-    if (taken.has(key)) continue;
-    taken.add(key);
-    out.push({ ...p, id: `fresh-${out.length}` });
-  }
-  return out;
+  const taken = new Set([...splits.train, ...splits.demo, ...splits.val, ...splits.test].map(problemKey));
+  return drawNew(new SeededRandom(seed), taken, n, "fresh");
 }
 
 export function expressionOf(p: Problem): string {

@@ -118,8 +118,6 @@ export interface SftPlateau {
   bestVal: HeldOut;
   curve: SftCurvePoint[];
   steps: number;
-  /** Tokens processed (forward and backward) by all the steps run. */
-  tokens: number;
   seconds: number;
 }
 
@@ -145,7 +143,6 @@ export async function sftToPlateau(
   let best: { step: number; val: HeldOut; weights: PolicyModel } | null = null;
   let optimizer: Awaited<ReturnType<typeof sft>>["optimizer"] | undefined;
   let steps = 0;
-  let tokens = 0;
   let sinceBest = 0;
   let cooled = false;
   while (!cooled) {
@@ -162,9 +159,6 @@ export async function sftToPlateau(
       ...(coolDown ? { schedule: "linear" as const } : { warmupSteps: steps === 0 ? 10 : 0 }),
       optimizer,
       seed: o.seed * 1000 + curve.length,
-      onStep: (info) => {
-        tokens += info.sequenceTokens;
-      },
     });
     optimizer = res.optimizer;
     steps += n;
@@ -196,7 +190,6 @@ export async function sftToPlateau(
     bestVal: best!.val,
     curve,
     steps,
-    tokens,
     seconds: (performance.now() - t0) / 1000,
   };
 }

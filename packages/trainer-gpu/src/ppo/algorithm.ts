@@ -17,13 +17,22 @@ import { LLMProxy } from "@agl/proxy";
 import type { PolicyWorkers } from "../parallel/pool.js";
 import { defaultModelName } from "../server/policy-server.js";
 import { savePPOCheckpoint } from "./checkpoint.js";
-import { CollectAbortedError, type CollectedRollout, collectRollouts } from "./collect.js";
+import { CollectAbortedError, collectRollouts } from "./collect.js";
 import { type PPOConfig, type PPOConfigInput, parsePPOConfig } from "./config.js";
 import { MetricsLog, type MetricsRecord } from "./metrics-log.js";
 import { AdamW } from "./optim.js";
 import { type PPOProxyOptions, PPOProxyOptionsSchema } from "./proxy-options.js";
 import { deriveSeed, SeededRandom } from "./rng.js";
-import { pauseForUpdate, resumeFromCheckpoint, warnIgnoredKeys } from "./run-support.js";
+import {
+  pauseForUpdate,
+  resumeFromCheckpoint,
+  summarize,
+  type ValidationResult,
+  warnIgnoredKeys,
+} from "./run-support.js";
+
+export type { ValidationResult } from "./run-support.js";
+
 import { type PolicyBundle, type ServeFn, servePolicy } from "./serving.js";
 import { mapStepRewards, ppoUpdate, type RewardMapper } from "./step.js";
 import { ValueHead } from "./value-head.js";
@@ -65,12 +74,6 @@ export interface PPOOptions {
   mapRewards?: RewardMapper;
 }
 
-export interface ValidationResult {
-  reward: number;
-  accuracy: number;
-  n: number;
-}
-
 export interface PPOResult {
   stepsCompleted: number;
   /** Validation before training (null when `val_before_train` is off or there is no validation set). */
@@ -83,8 +86,6 @@ export interface PPOResult {
   plotPath: string;
   seconds: number;
 }
-
-const TERMINAL_OK = "succeeded";
 
 /**
  * PPO/GRPO as an Algorithm for the core Trainer, following Agent Lightning's VERL data flow: serve the
@@ -390,14 +391,4 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       seconds: (performance.now() - started) / 1000,
     };
   }
-}
-
-function summarize(rollouts: readonly CollectedRollout[], threshold: number): ValidationResult {
-  const rewards = rollouts.map((r) => (r.status === TERMINAL_OK ? (r.reward ?? 0) : 0));
-  const n = rewards.length;
-  return {
-    reward: n ? rewards.reduce((a, b) => a + b, 0) / n : 0,
-    accuracy: n ? rewards.filter((r) => r >= threshold).length / n : 0,
-    n,
-  };
 }

@@ -2,6 +2,7 @@ import type { Logger } from "@agl/core";
 import { DrainTimeoutError, type PauseOptions, type PauseState } from "@agl/proxy";
 import type { CausalLM } from "../model/causal-lm.js";
 import { loadLatestPPOCheckpoint } from "./checkpoint.js";
+import type { CollectedRollout } from "./collect.js";
 import { configDifferences, ignoredConfigKeys, type PPOConfig } from "./config.js";
 import type { MetricsRecord } from "./metrics-log.js";
 import type { AdamW } from "./optim.js";
@@ -94,4 +95,21 @@ export async function pauseForUpdate(
     logger.warn(`PPO: ${error.message} after ${drainTimeoutMs} ms; updating anyway`);
   }
   return { proxy_inflight_at_pause: inflight, proxy_drain_seconds: (performance.now() - t0) / 1000 };
+}
+
+export interface ValidationResult {
+  reward: number;
+  accuracy: number;
+  n: number;
+}
+
+/** Mean reward and success rate of a set of rollouts as the agents earned them (failed ones count 0). */
+export function summarize(rollouts: readonly CollectedRollout[], threshold: number): ValidationResult {
+  const rewards = rollouts.map((r) => (r.status === "succeeded" ? (r.reward ?? 0) : 0));
+  const n = rewards.length;
+  return {
+    reward: n ? rewards.reduce((a, b) => a + b, 0) / n : 0,
+    accuracy: n ? rewards.filter((r) => r >= threshold).length / n : 0,
+    n,
+  };
 }
