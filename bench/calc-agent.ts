@@ -1,7 +1,8 @@
 /**
  * What RL adds to the calc-agent, with controls: for each of 3 seeds, SFT to its plateau on imperfect
  * demonstrations, then from the same best SFT checkpoint (bench/support/calc-agent-seed.ts):
- *   - more SFT on the same demonstrations, as many sequences as the RL phase samples;
+ *   - more SFT on the same demonstrations with GRPO's optimizer steps, rows per step, rate and warm-up;
+ *   - another cycle of the SFT recipe (its peak rate, cool-down) over as many demonstrations;
  *   - GRPO with each step's rewards shuffled across its rollouts;
  *   - GRPO,
  * all scored on the same test problems (never used to choose anything; the validation split picks the
@@ -74,7 +75,8 @@ logFile?.end();
 
 const ARMS = [
   ["sft", "best SFT checkpoint"],
-  ["more_sft", "+ more SFT (control)"],
+  ["more_sft", "+ more SFT, GRPO's schedule (control)"],
+  ["more_sft_cycle", "+ more SFT, another SFT cycle (control)"],
   ["shuffled_grpo", "+ shuffled-reward GRPO (control)"],
   ["grpo", "+ GRPO"],
 ] as const;
@@ -104,14 +106,17 @@ const summary = ARMS.map(([arm, label]) => {
 });
 const gain = (arm: (typeof ARMS)[number][0], k: "greedy" | "sampled") =>
   seeds.map((s) => s.arms[arm].test[k].accuracy - s.arms.sft.test[k].accuracy);
+const within5 = (arm: (typeof ARMS)[number][0]) =>
+  (["greedy", "sampled"] as const).every((k) => gain(arm, k).every((x) => Math.abs(x) <= 0.05));
 const goals = {
   grpo_at_least_30_points_each_seed: (["greedy", "sampled"] as const).every((k) =>
     gain("grpo", k).every((x) => x >= 0.3),
   ),
-  controls_within_5_points_each_seed: (["more_sft", "shuffled_grpo"] as const).every((arm) =>
-    (["greedy", "sampled"] as const).every((k) => gain(arm, k).every((x) => Math.abs(x) <= 0.05)),
-  ),
+  more_sft_within_5_points_each_seed: within5("more_sft"),
+  more_sft_cycle_within_5_points_each_seed: within5("more_sft_cycle"),
+  shuffled_grpo_within_5_points_each_seed: within5("shuffled_grpo"),
 };
+const met = (ok: boolean) => `**${ok ? "met" : "not met"}**`;
 
 writeFileSync(
   jsonPath,
@@ -144,6 +149,8 @@ const curves = lineChartSvg(
 );
 writeFileSync(join(results, "calc-agent-rl-curves.svg"), curves);
 
+const g = MAIN_JOB.grpo;
+const rowsPerStep = g.problemsPerStep * g.rolloutsPerProblem;
 const md = `# calc-agent: what RL adds over the best SFT checkpoint, with controls
 
 \`pnpm exec tsx bench/calc-agent.ts\` — ${SEEDS.length} seeds run at once as separate single-threaded processes on
@@ -152,10 +159,11 @@ Settings are the main job's (\`examples/calc-agent/src/settings.ts\`). SFT from 
 demonstrations of which ${100 * MAIN_JOB.sft.toolShare}% use the calculator and the rest answer in the head ("I think 135+96 = 231."),
 batch ${MAIN_JOB.sft.batchSize}, validated every ${MAIN_JOB.sft.evalEvery} steps on ${MAIN_JOB.splits.val} validation problems, until ${MAIN_JOB.sft.patience} validations in a row
 improve neither the validation loss nor accuracy or ${MAIN_JOB.sft.maxSteps} steps, then a ${MAIN_JOB.sft.coolDownSteps}-step linear cool-down; the best
-validated checkpoint is the start of every arm. GRPO: ${MAIN_JOB.grpo.steps} steps x 16 problems x 8 rollouts. More SFT: another
-cycle of the same recipe (warm-up, linear cool-down) over as many demonstrations, forward and backward, as GRPO
-samples rollouts (${MAIN_JOB.grpo.steps} x 128). Shuffled GRPO: the same GRPO with each step's rewards permuted across its
-128 rollouts (\`PPOOptions.mapRewards\`).
+validated checkpoint is the start of every arm. GRPO: ${g.steps} steps x ${g.problemsPerStep} problems x ${g.rolloutsPerProblem} rollouts, Adam at
+${g.learningRate} after a ${g.warmupSteps}-step warm-up. Both more-SFT controls run as many demonstrations, forward and backward, as
+GRPO samples rollouts (${g.steps} x ${rowsPerStep}): one with GRPO's schedule (${g.steps} steps of ${rowsPerStep} at ${g.learningRate}, the same warm-up), so only
+the objective differs; one as another cycle of the SFT recipe (steps of ${MAIN_JOB.sft.batchSize} at ${MAIN_JOB.sft.learningRate}, warm-up, linear cool-down).
+Shuffled GRPO: the same GRPO with each step's rewards permuted across its ${rowsPerStep} rollouts (\`PPOOptions.mapRewards\`).
 
 Accuracy on ${MAIN_JOB.splits.test} test problems (no choice in these runs looks at them: checkpoints are chosen on the validation split), in percent; greedy, and sampled at temperature 1
 with two samples per problem. In brackets: change from the best SFT checkpoint, in points.
@@ -166,8 +174,9 @@ with two samples per problem. In brackets: change from the best SFT checkpoint, 
 | --- | --- | --- | --- | --- |
 ${summary.join("\n")}
 
-Targets: GRPO at least +30 points greedy and sampled on every seed: **${goals.grpo_at_least_30_points_each_seed ? "met" : "not met"}**;
-both controls within 5 points on every seed: **${goals.controls_within_5_points_each_seed ? "met" : "not met"}**.
+Targets: GRPO at least +30 points greedy and sampled on every seed: ${met(goals.grpo_at_least_30_points_each_seed)}.
+Controls within 5 points (greedy and sampled) on every seed: more SFT with GRPO's schedule ${met(goals.more_sft_within_5_points_each_seed)};
+another SFT cycle ${met(goals.more_sft_cycle_within_5_points_each_seed)}; shuffled-reward GRPO ${met(goals.shuffled_grpo_within_5_points_each_seed)}.
 
 ## Per seed
 

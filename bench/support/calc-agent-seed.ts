@@ -2,7 +2,10 @@
  * One seed of the calc-agent controls bench (see bench/calc-agent.ts): SFT to its plateau, then four
  * arms from the same best SFT checkpoint, each evaluated on the same test problems:
  *   sft            the best SFT checkpoint itself;
- *   more_sft       SFT continued on the same demonstrations for as many sequences as the RL phase touches;
+ *   more_sft       SFT continued on the same demonstrations with GRPO's optimizer steps, rows per step,
+ *                  learning rate and warm-up (only the objective differs);
+ *   more_sft_cycle another cycle of the SFT recipe (its peak rate, linear cool-down) over as many
+ *                  demonstrations;
  *   shuffled_grpo  GRPO with each step's rewards permuted across its rollouts;
  *   grpo           GRPO.
  * Writes `<out>/result.json`.
@@ -53,7 +56,7 @@ export interface ArmResult {
 export interface SeedResult {
   seed: number;
   sft: { bestStep: number; steps: number; seconds: number; curve: SftCurvePoint[] };
-  arms: Record<"sft" | "more_sft" | "shuffled_grpo" | "grpo", ArmResult>;
+  arms: Record<"sft" | "more_sft" | "more_sft_cycle" | "shuffled_grpo" | "grpo", ArmResult>;
   seconds: number;
 }
 
@@ -88,17 +91,36 @@ for (const arm of ["grpo", "shuffled_grpo"] as const) {
   log(`${arm}: ${describeHeldOut(arms[arm].test)}`);
 }
 
-policy.model.setWeightsFrom(best);
-t = performance.now();
-// As many demonstrations (forward and backward) as the RL phase samples rollouts: more work than RL does.
-const rlSequences = arms.grpo.sequences!;
-const extra = await moreSft(policy, warm.demos, { sequences: rlSequences }, { ...s.sft, seed, log });
-arms.more_sft = {
-  test: await heldOut(policy, splits.test, testSeed),
-  seconds: (performance.now() - t) / 1000,
-  sequences: extra.sequences,
-};
-log(`more_sft (${extra.steps} steps): ${describeHeldOut(arms.more_sft.test)}`);
+// Both more-SFT controls process as many demonstrations (forward and backward) as GRPO samples rollouts.
+const rowsPerStep = s.grpo.problemsPerStep * s.grpo.rolloutsPerProblem;
+const rollouts = s.grpo.steps * rowsPerStep;
+const plans = {
+  more_sft: {
+    steps: s.grpo.steps,
+    batchSize: rowsPerStep,
+    learningRate: s.grpo.learningRate,
+    warmupSteps: s.grpo.warmupSteps,
+    schedule: "constant",
+  },
+  more_sft_cycle: {
+    steps: Math.ceil(rollouts / s.sft.batchSize),
+    batchSize: s.sft.batchSize,
+    learningRate: s.sft.learningRate,
+    warmupSteps: 10,
+    schedule: "linear",
+  },
+} as const;
+for (const arm of ["more_sft", "more_sft_cycle"] as const) {
+  policy.model.setWeightsFrom(best);
+  t = performance.now();
+  const extra = await moreSft(policy, warm.demos, plans[arm], { ...s.sft, seed, log });
+  arms[arm] = {
+    test: await heldOut(policy, splits.test, testSeed),
+    seconds: (performance.now() - t) / 1000,
+    sequences: extra.sequences,
+  };
+  log(`${arm} (${extra.steps} steps): ${describeHeldOut(arms[arm].test)}`);
+}
 
 const result: SeedResult = {
   seed,

@@ -38,7 +38,10 @@ export interface HeldOut {
 /** Mean of greedy and sampled accuracy: what picks the best SFT checkpoint (on the validation split). */
 export const heldOutScore = (h: HeldOut) => (h.greedy.accuracy + h.sampled.accuracy) / 2;
 
-export function createPolicy(splits: Splits, seed: number): PolicyBundle & { model: PolicyModel } {
+export function createPolicy(
+  splits: Splits,
+  seed: number,
+): PolicyBundle & { model: PolicyModel; tokenizer: Tokenizer; template: ChatTemplate } {
   const tokenizer = new Tokenizer(
     vocabulary([...splits.train, ...splits.demo, ...splits.val, ...splits.test]),
   );
@@ -194,47 +197,67 @@ export async function sftToPlateau(
   };
 }
 
+/** How much more SFT a control runs, and with what optimizer schedule (see `moreSft`). */
+export interface MoreSftPlan {
+  steps: number;
+  batchSize: number;
+  learningRate: number;
+  warmupSteps: number;
+  /** "constant": hold the rate after the warm-up, as GRPO does; "linear": fall to 0, a new SFT cycle. */
+  schedule: "constant" | "linear";
+}
+
 /**
- * The "more SFT" control: another cycle of the same recipe on the same demonstrations — fresh Adam, warm-up
- * to the same peak learning rate, linear cool-down to 0 — over `sequences` demonstrations, forward and
- * backward (the bench gives it as many as the RL phase samples rollouts, which RL runs forward only and
- * trains on at most once).
+ * The "more SFT" control: continue SFT on the same demonstrations from the given weights with a fresh
+ * Adam, for `plan.steps` steps of `plan.batchSize` demonstrations, forward and backward. The bench runs it
+ * twice: matched to GRPO (its optimizer steps, rows per step, learning rate and warm-up, so only the
+ * objective differs) and as another cycle of the SFT recipe (its peak rate, linear cool-down).
  */
 export async function moreSft(
   policy: PolicyBundle,
   demos: readonly Demo[],
-  budget: { sequences: number },
-  o: SftSettings,
+  plan: MoreSftPlan,
+  o: Pick<SftSettings, "microBatchSize" | "workers" | "seed" | "log">,
 ): Promise<{ steps: number; sequences: number; tokens: number; seconds: number }> {
   const t0 = performance.now();
   let tokens = 0;
-  const steps = Math.ceil(budget.sequences / o.batchSize);
   const res = await sft(policy.model, demos as unknown as SftExample[], {
     template: policy.template,
-    steps,
-    batchSize: o.batchSize,
+    steps: plan.steps,
+    batchSize: plan.batchSize,
     microBatchSize: o.microBatchSize,
     workers: o.workers,
-    learningRate: o.learningRate,
-    warmupSteps: 10,
-    schedule: "linear",
+    learningRate: plan.learningRate,
+    warmupSteps: plan.warmupSteps,
+    schedule: plan.schedule,
     seed: o.seed * 1000 + 500,
     onStep: (info) => {
       tokens += info.sequenceTokens;
     },
   });
   res.optimizer.dispose();
-  o.log(`[calc-agent] more SFT: ${steps} steps, ${tokens.toLocaleString()} tokens`);
-  return { steps, sequences: steps * o.batchSize, tokens, seconds: (performance.now() - t0) / 1000 };
+  o.log(
+    `[calc-agent] more SFT: ${plan.steps} steps x ${plan.batchSize} demonstrations, ${tokens.toLocaleString()} tokens`,
+  );
+  return {
+    steps: plan.steps,
+    sequences: plan.steps * plan.batchSize,
+    tokens,
+    seconds: (performance.now() - t0) / 1000,
+  };
 }
 
 export interface GrpoOptions {
   steps: number;
+  problemsPerStep: number;
+  rolloutsPerProblem: number;
   seed: number;
   out: string;
   /** Validate (sampled, one per problem) every this many steps; 0 = only before and after. */
   testFreq: number;
   learningRate: number;
+  /** Linear warm-up of the learning rate over the first steps (a fresh Adam's first steps are its largest). */
+  warmupSteps: number;
   /** Drop groups whose 8 rollouts all got the same reward (see the trainer's README). */
   skipZeroVarianceGroups: boolean;
   mapRewards?: RewardMapper;
@@ -249,20 +272,18 @@ export interface GrpoRun {
 }
 
 /** The RL configuration (VERL names), shared by the main job and the bench. */
-export function grpoConfig(
-  o: Pick<GrpoOptions, "steps" | "seed" | "out" | "testFreq" | "learningRate" | "skipZeroVarianceGroups">,
-): PPOConfigInput {
+export function grpoConfig(o: Omit<GrpoOptions, "mapRewards" | "workers">): PPOConfigInput {
   return {
     algorithm: { adv_estimator: "grpo", skip_zero_variance_groups: o.skipZeroVarianceGroups },
-    data: { train_batch_size: 16, max_prompt_length: 128, max_response_length: 96 },
+    data: { train_batch_size: o.problemsPerStep, max_prompt_length: 128, max_response_length: 96 },
     actor_rollout_ref: {
-      rollout: { n: 8, temperature: 1, val_kwargs: { n: 1, temperature: 1 } },
+      rollout: { n: o.rolloutsPerProblem, temperature: 1, val_kwargs: { n: 1, temperature: 1 } },
       actor: {
-        ppo_mini_batch_size: 16,
+        ppo_mini_batch_size: o.problemsPerStep,
         // Two micro-batches of the 128 rows: one per worker, and the same sums in one thread.
         ppo_micro_batch_size_per_gpu: 64,
         clip_ratio: 0.2,
-        optim: { lr: o.learningRate },
+        optim: { lr: o.learningRate, lr_warmup_steps: o.warmupSteps },
       },
     },
     trainer: {

@@ -55,7 +55,12 @@ const ManifestSchema = z.object({
   format: z.literal(CHECKPOINT_FORMAT),
   formatVersion: z.number().int(),
   model: ModelConfigSchema,
-  tokenizer: z.object({ kind: z.literal("char"), chars: z.string() }),
+  // `pieces` (multi-character tokens) must survive the round trip: without them the vocabulary shrinks.
+  tokenizer: z.object({
+    kind: z.literal("char"),
+    chars: z.string(),
+    pieces: z.array(z.string()).optional(),
+  }),
   chatTemplate: z.object({ toolStyle: z.enum(["signature", "json"]) }),
   weights: z.object({ file: z.string(), sha256: z.string(), entries: z.array(EntrySchema) }),
   optimizer: z.object({ file: z.string(), sha256: z.string(), entries: z.array(EntrySchema) }).nullable(),

@@ -4,6 +4,8 @@ import { join } from "node:path";
 import * as tf from "@tensorflow/tfjs";
 import { afterAll, describe, expect, it } from "vitest";
 import { tinySetup } from "../test-support/tiny.js";
+import { ChatTemplate } from "../tokenizer/chat-template.js";
+import { Tokenizer } from "../tokenizer/tokenizer.js";
 import { CheckpointError, loadCheckpoint, saveCheckpoint } from "./checkpoint.js";
 import { PolicyModel } from "./policy-model.js";
 
@@ -158,6 +160,28 @@ describe("PolicyModel", () => {
     const loaded = await loadCheckpoint(dir);
     expect(loaded.model.config.tieEmbeddings).toBe(true);
     expect(tf.tidy(() => arr(loaded.model.logits(batch)))).toEqual(tf.tidy(() => arr(model.logits(batch))));
+    model.dispose();
+    loaded.model.dispose();
+  });
+
+  it("a tokenizer with multi-character pieces survives save/load: same vocabulary, same ids", async () => {
+    const tokenizer = new Tokenizer({ chars: "abc 0123456789+=", pieces: ["123", "45", "ab c"] });
+    const template = new ChatTemplate(tokenizer);
+    const model = PolicyModel.create({
+      vocabSize: tokenizer.vocabSize,
+      dModel: 8,
+      nLayers: 1,
+      nHeads: 2,
+      contextLength: 16,
+      seed: 2,
+    });
+    const dir = await tmp();
+    await saveCheckpoint(dir, model, { tokenizer, template });
+    const loaded = await loadCheckpoint(dir);
+    expect(loaded.tokenizer.vocabSize).toBe(tokenizer.vocabSize);
+    const text = "ab c 12345+45=123";
+    expect(loaded.tokenizer.encode(text)).toEqual(tokenizer.encode(text));
+    expect(loaded.tokenizer.encode(text).length).toBeLessThan(text.length);
     model.dispose();
     loaded.model.dispose();
   });
