@@ -73,12 +73,13 @@ const seeds = previous?.seeds ?? (await Promise.all(SEEDS.map(runSeed)));
 const seconds = previous?.seconds ?? (performance.now() - t0) / 1000;
 logFile?.end();
 
+// [arm, table label, chart label (wrapped at its commas)]
 const ARMS = [
-  ["sft", "best SFT checkpoint"],
-  ["more_sft", "+ more SFT, GRPO's schedule (control)"],
-  ["more_sft_cycle", "+ more SFT, another SFT cycle (control)"],
-  ["shuffled_grpo", "+ shuffled-reward GRPO (control)"],
-  ["grpo", "+ GRPO"],
+  ["sft", "best SFT checkpoint", "best SFT, checkpoint"],
+  ["more_sft", "+ more SFT, GRPO's schedule (control)", "+ more SFT, GRPO's schedule"],
+  ["more_sft_cycle", "+ more SFT, another SFT cycle (control)", "+ more SFT, SFT cycle"],
+  ["shuffled_grpo", "+ shuffled-reward GRPO (control)", "+ shuffled-, reward GRPO"],
+  ["grpo", "+ GRPO", "+ GRPO"],
 ] as const;
 const pts = (x: number) => (100 * x).toFixed(1);
 const signed = (x: number) => `${x >= 0 ? "+" : ""}${(100 * x).toFixed(1)}`;
@@ -125,7 +126,7 @@ writeFileSync(
 
 const bars = barChartSvg(
   "calc-agent: test accuracy by arm (mean of seeds; dots: each seed)",
-  ARMS.map(([, label]) => label.replace(" (control)", "")),
+  ARMS.map(([, , chart]) => chart),
   [
     { name: "greedy", values: ARMS.map(([arm]) => seeds.map((s) => s.arms[arm].test.greedy.accuracy)) },
     { name: "sampled", values: ARMS.map(([arm]) => seeds.map((s) => s.arms[arm].test.sampled.accuracy)) },

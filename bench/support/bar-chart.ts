@@ -55,9 +55,13 @@ export function barChartSvg(
         );
       }
     });
-    parts.push(
-      `<text x="${(m.l + c * groupW + groupW / 2).toFixed(1)}" y="${H - m.b + 18}" text-anchor="middle">${esc(cat)}</text>`,
-    );
+    // Long labels wrap after their commas, one line each.
+    const cx = (m.l + c * groupW + groupW / 2).toFixed(1);
+    const lines = cat
+      .split(/,\s*/)
+      .map((line, i) => `<tspan x="${cx}" dy="${i === 0 ? 0 : 14}">${esc(line)}</tspan>`)
+      .join("");
+    parts.push(`<text x="${cx}" y="${H - m.b + 18}" text-anchor="middle">${lines}</text>`);
   });
   series.forEach((s, k) => {
     const x = m.l + k * 110;

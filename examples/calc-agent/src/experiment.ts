@@ -67,12 +67,12 @@ export async function heldOut(
   workers?: PolicyWorkers,
 ): Promise<HeldOut> {
   const serve = workers?.serve;
-  const greedy = await evaluatePolicy(policy, problems, { temperature: 0, seed, serve });
-  const sampled = await evaluatePolicy(policy, [...problems, ...problems], {
-    temperature: 1,
-    seed: seed + 1,
-    serve,
-  });
+  // Both at once keeps the generator's batches (and both workers) full; every episode has its own seed, so
+  // the results are the same as one after the other.
+  const [greedy, sampled] = await Promise.all([
+    evaluatePolicy(policy, problems, { temperature: 0, seed, serve }),
+    evaluatePolicy(policy, [...problems, ...problems], { temperature: 1, seed: seed + 1, serve }),
+  ]);
   return { greedy, sampled };
 }
 
