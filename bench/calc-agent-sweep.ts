@@ -10,23 +10,13 @@
 import { appendFileSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { consoleLogger, Trainer } from "@agl/core";
-import { SqliteLightningStore } from "@agl/store";
-import {
-  loadCheckpoint,
-  PPO,
-  type PPOConfigInput,
-  type PPOResult,
-  saveCheckpoint,
-  selectBackend,
-} from "@agl/trainer-gpu";
-import { calcAgent } from "../examples/calc-agent/src/agent.js";
-import { makeSplits, type Problem } from "../examples/calc-agent/src/dataset.js";
+import { loadCheckpoint, saveCheckpoint, selectBackend } from "@agl/trainer-gpu";
+import { makeSplits } from "../examples/calc-agent/src/dataset.js";
 import {
   createPolicy,
   describeHeldOut,
-  grpoConfig,
   heldOut,
+  runGrpo,
   sftToPlateau,
   shuffleRewards,
 } from "../examples/calc-agent/src/experiment.js";
@@ -65,7 +55,8 @@ if (positionals[0] === "sft") {
   const out = join(a.dir!, "runs", name);
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
-  const base = grpoConfig({
+  const kl = Number(a.kl);
+  const { result } = await runGrpo(policy, splits, {
     ...MAIN_JOB.grpo,
     steps: Number(a.steps),
     seed,
@@ -73,32 +64,15 @@ if (positionals[0] === "sft") {
     testFreq: 0,
     learningRate: Number(a.lr),
     warmupSteps: Number(a.warmup),
-  });
-  const kl = Number(a.kl);
-  const config: PPOConfigInput = {
-    ...base,
-    trainer: { ...base.trainer, logger: ["jsonl"] },
-    actor_rollout_ref: {
-      ...base.actor_rollout_ref,
-      actor: { ...base.actor_rollout_ref!.actor, use_kl_loss: kl > 0, kl_loss_coef: kl },
-    },
-  };
-  const store = new SqliteLightningStore(join(out, "store.sqlite"));
-  const trainer = new Trainer({
-    algorithm: new PPO<Problem>({
-      config,
-      policy,
-      mapRewards: a.shuffle ? shuffleRewards : undefined,
-      handleSignals: false,
+    mapRewards: a.shuffle ? shuffleRewards : undefined,
+    adjustConfig: (c) => ({
+      ...c,
+      actor_rollout_ref: {
+        ...c.actor_rollout_ref,
+        actor: { ...c.actor_rollout_ref!.actor, use_kl_loss: kl > 0, kl_loss_coef: kl },
+      },
     }),
-    store,
-    nRunners: 1,
-    runnerConcurrency: 128,
-    pollIntervalMs: 10,
-    logger: consoleLogger("warn"),
   });
-  const { result } = await trainer.fit<Problem, PPOResult>(calcAgent, splits.train, {});
-  await store.close();
   // Per step: training reward, and LLM calls per rollout beyond the first (about the share that used the tool).
   const byStep = result.history.map((h) => {
     const n = h.metrics["training/n_rollouts"] ?? 1;

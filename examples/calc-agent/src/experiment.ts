@@ -262,6 +262,8 @@ export interface GrpoOptions {
   skipZeroVarianceGroups: boolean;
   mapRewards?: RewardMapper;
   workers?: PolicyWorkers;
+  /** Change the configuration before the run (experiments, e.g. `bench/calc-agent-sweep.ts`). */
+  adjustConfig?: (config: PPOConfigInput) => PPOConfigInput;
 }
 
 export interface GrpoRun {
@@ -272,7 +274,7 @@ export interface GrpoRun {
 }
 
 /** The RL configuration (VERL names), shared by the main job and the bench. */
-export function grpoConfig(o: Omit<GrpoOptions, "mapRewards" | "workers">): PPOConfigInput {
+export function grpoConfig(o: Omit<GrpoOptions, "mapRewards" | "workers" | "adjustConfig">): PPOConfigInput {
   return {
     algorithm: { adv_estimator: "grpo", skip_zero_variance_groups: o.skipZeroVarianceGroups },
     data: { train_batch_size: o.problemsPerStep, max_prompt_length: 128, max_response_length: 96 },
@@ -308,7 +310,7 @@ export async function runGrpo(policy: PolicyBundle, splits: Splits, o: GrpoOptio
   try {
     const trainer = new Trainer({
       algorithm: new PPO<Problem>({
-        config: grpoConfig(o),
+        config: o.adjustConfig ? o.adjustConfig(grpoConfig(o)) : grpoConfig(o),
         policy,
         workers: o.workers,
         mapRewards: o.mapRewards,
