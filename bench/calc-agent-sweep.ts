@@ -7,7 +7,7 @@
  *   pnpm exec tsx bench/calc-agent-sweep.ts sft --seed 2 --dir /tmp/sweep          # SFT, saves the best checkpoint
  *   pnpm exec tsx bench/calc-agent-sweep.ts run --seed 2 --dir /tmp/sweep --lr 2e-4 --warmup 5 [--shuffle] [--kl 1]
  */
-import { appendFileSync, mkdirSync, rmSync } from "node:fs";
+import { appendFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { loadCheckpoint, saveCheckpoint, selectBackend } from "@agl/trainer-gpu";
@@ -53,8 +53,8 @@ if (positionals[0] === "sft") {
   const policy = await loadCheckpoint(checkpoint);
   const name = `seed-${seed}${a.shuffle ? "-shuffled" : ""}-lr${a.lr}-warmup${a.warmup}-kl${a.kl}-steps${a.steps}`;
   const out = join(a.dir!, "runs", name);
+  // A rerun starts from an empty store (runGrpo creates the folder).
   rmSync(out, { recursive: true, force: true });
-  mkdirSync(out, { recursive: true });
   const kl = Number(a.kl);
   const { result } = await runGrpo(policy, splits, {
     ...MAIN_JOB.grpo,

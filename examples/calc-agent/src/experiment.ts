@@ -310,7 +310,7 @@ export async function runGrpo(policy: PolicyBundle, splits: Splits, o: GrpoOptio
   try {
     const trainer = new Trainer({
       algorithm: new PPO<Problem>({
-        config: o.adjustConfig ? o.adjustConfig(grpoConfig(o)) : grpoConfig(o),
+        config: (o.adjustConfig ?? ((c) => c))(grpoConfig(o)),
         policy,
         workers: o.workers,
         mapRewards: o.mapRewards,
