@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from "@agl/core";
 import * as tf from "@tensorflow/tfjs";
+import { lengthBalancedMicroBatches } from "../model/micro-batches.js";
 import {
   type ActorMetrics,
   type ActorUpdateOptions,
@@ -82,8 +83,9 @@ export function runActorUpdate(
 }
 
 /**
- * `computeLogprobs` of the policy (the old log-probs pass) on `workers` when given — one micro-batch per
- * task, results concatenated in row order, so the values are the serial ones — else in this thread.
+ * `computeLogprobs` of the policy (the old log-probs pass) on `workers` when given — the same
+ * length-balanced micro-batches, one per task, results put back in row order, so the values are the
+ * serial ones — else in this thread.
  */
 export async function policyLogprobs(
   models: { policy: TrainablePolicy; workers?: PolicyWorkers | null },
@@ -95,16 +97,28 @@ export async function policyLogprobs(
   const { policy, workers } = models;
   if (!workers) return computeLogprobs(policy, rows, microBatchRows, padId, temperature);
   await workers.syncWeights();
-  const parts: TrainRow[][] = [];
-  for (let i = 0; i < rows.length; i += microBatchRows) parts.push(rows.slice(i, i + microBatchRows));
-  const results = await workers.map(parts, (part, w) =>
-    workers.call(w, { op: "logprobs", rows: part, microBatchRows, padId, temperature }),
+  const groups = lengthBalancedMicroBatches(
+    rows.map((r) => r.promptIds.length + r.responseIds.length),
+    microBatchRows,
   );
-  return {
-    logprobs: results.flatMap((r) => r.logprobs),
-    entropy: results.flatMap((r) => r.entropy),
-    rawLogprobs: results.flatMap((r) => r.rawLogprobs),
-  };
+  const results = await workers.map(groups, (group, w) =>
+    workers.call(w, {
+      op: "logprobs",
+      rows: group.map((k) => rows[k]!),
+      microBatchRows: group.length,
+      padId,
+      temperature,
+    }),
+  );
+  const out: RowLogprobs = { logprobs: [], entropy: [], rawLogprobs: [] };
+  groups.forEach((group, g) => {
+    group.forEach((k, i) => {
+      out.logprobs[k] = results[g]!.logprobs[i]!;
+      out.entropy[k] = results[g]!.entropy[i]!;
+      out.rawLogprobs[k] = results[g]!.rawLogprobs[i]!;
+    });
+  });
+  return out;
 }
 
 /** Gradients and loss shares of SFT micro-batches (see `sftMicroGrads`), computed on the workers. */

@@ -1,4 +1,5 @@
 import * as tf from "@tensorflow/tfjs-core";
+import { lengthBalancedMicroBatches } from "../model/micro-batches.js";
 import { type PackedBatch, packBatch, toPacked } from "./batch.js";
 import type { KlEstimator, LossAggMode } from "./config.js";
 import {
@@ -86,18 +87,23 @@ export function computeLogprobs(
   const logprobs: number[][] = [];
   const entropy: number[][] = [];
   const rawLogprobs: number[][] = [];
-  for (const micro of chunks(rows, microBatchRows)) {
-    const packed = packBatch(micro, padId);
+  const lengths = rows.map((r) => r.promptIds.length + r.responseIds.length);
+  for (const group of lengthBalancedMicroBatches(lengths, microBatchRows)) {
+    const packed = packBatch(
+      group.map((k) => rows[k]!),
+      padId,
+    );
     const out = forward(policy, packed, temperature, true);
     const lp = out.logprobs.arraySync();
     const ent = out.entropy.arraySync();
     const raw = out.raw ? out.raw.arraySync() : lp;
     for (const t of [out.logprobs, out.entropy, out.raw]) t?.dispose();
-    micro.forEach((r, i) => {
+    group.forEach((k, i) => {
       const s = packed.responseStart[i]!;
-      logprobs.push(lp[i]!.slice(s, s + r.responseIds.length));
-      entropy.push(ent[i]!.slice(s, s + r.responseIds.length));
-      rawLogprobs.push(raw[i]!.slice(s, s + r.responseIds.length));
+      const n = rows[k]!.responseIds.length;
+      logprobs[k] = lp[i]!.slice(s, s + n);
+      entropy[k] = ent[i]!.slice(s, s + n);
+      rawLogprobs[k] = raw[i]!.slice(s, s + n);
     });
   }
   return { logprobs, entropy, rawLogprobs };
@@ -279,8 +285,8 @@ export function* actorUpdatePlan(
         o.lossScaleFactor,
       );
       const metricWeights = aggregationWeights(masks, "token-mean");
-      const micro = chunks(
-        mini.map((_, j) => j),
+      const micro = lengthBalancedMicroBatches(
+        miniRows.map((r) => r.promptIds.length + r.responseIds.length),
         o.microBatchRows,
       ).map(
         (part): MicroBatch => ({

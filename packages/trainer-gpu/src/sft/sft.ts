@@ -5,6 +5,7 @@ import cliProgress from "cli-progress";
 import { z } from "zod";
 import { createRng } from "../generate/sampling.js";
 import type { CausalLM } from "../model/causal-lm.js";
+import { lengthBalancedMicroBatches } from "../model/micro-batches.js";
 import { sftGradsOnWorkers } from "../parallel/data-parallel.js";
 import type { PolicyWorkers } from "../parallel/pool.js";
 import { addGrads } from "../ppo/optim.js";
@@ -59,9 +60,11 @@ export interface SftOptions {
     sequenceTokens: number;
   }) => void;
   /**
-   * Split each batch into micro-batches of this many rows whose gradients are summed before the step
-   * (same loss: each is divided by the whole batch's target count). Default: the whole batch at once, or
-   * one micro-batch per worker with `workers`.
+   * Split each batch into as many micro-batches as runs of this many rows would give, whose gradients are
+   * summed before the step (same loss: each is divided by the whole batch's target count). Rows are
+   * grouped by length so the micro-batches pad to about the same size (`lengthBalancedMicroBatches`; one
+   * may hold more, shorter rows). Default: the whole batch at once, or one micro-batch per worker with
+   * `workers`.
    */
   microBatchSize?: number;
   /**
@@ -131,8 +134,8 @@ function clipByGlobalNorm(grads: Record<string, tf.Tensor>, maxNorm: number): Re
 }
 
 /**
- * One step over `batch` split into micro-batches of `micro` rows (computed here, or on `workers`), their
- * gradients summed in order; returns the batch loss (the sum of the micro-batches' shares).
+ * One step over `batch` split into length-balanced micro-batches (`micro` rows of the longest at most;
+ * computed here, or on `workers`), their gradients summed in order; returns the batch loss (the sum of the micro-batches' shares).
  */
 async function microBatchStep(
   model: CausalLM,
@@ -142,8 +145,10 @@ async function microBatchStep(
   maxGradNorm: number,
   workers: PolicyWorkers | undefined,
 ): Promise<number> {
-  const parts = [];
-  for (let i = 0; i < batch.length; i += micro) parts.push(padRows(batch.slice(i, i + micro)));
+  const parts = lengthBalancedMicroBatches(
+    batch.map((b) => b.ids.length),
+    micro,
+  ).map((group) => padRows(group.map((i) => batch[i]!)));
   const denom = targetCount(batch);
   const results = workers
     ? await sftGradsOnWorkers(workers, parts, denom)
