@@ -11,6 +11,11 @@
  * amount of work, so the load changes only the times.
  *
  *   pnpm exec tsx bench/calc-agent.ts            # writes bench/results/calc-agent-controls.{json,md,svg}
+ *   SFT_ROOT=DIR pnpm exec tsx bench/calc-agent.ts
+ *
+ * With SFT_ROOT, each seed starts from the best SFT checkpoint saved in DIR/sft-<seed> by an earlier run of
+ * the same code and settings (`calc-agent-seed.ts --sft-dir`; SFT is deterministic for a seed), or saves it
+ * there; the report says so.
  */
 import { spawn } from "node:child_process";
 import { createWriteStream, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -23,6 +28,7 @@ import { barChartSvg } from "./support/bar-chart.js";
 import type { SeedResult } from "./support/calc-agent-seed.js";
 
 const SEEDS = (process.env.SEEDS ?? "1,2,3").split(",").map(Number);
+const SFT_ROOT = process.env.SFT_ROOT;
 const here = dirname(fileURLToPath(import.meta.url));
 const results = join(here, "results");
 const root = mkdtempSync(join(tmpdir(), "agl-calc-controls-"));
@@ -35,7 +41,16 @@ function runSeed(seed: number): Promise<SeedResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       "pnpm",
-      ["exec", "tsx", join(here, "support/calc-agent-seed.ts"), "--seed", String(seed), "--out", out],
+      [
+        "exec",
+        "tsx",
+        join(here, "support/calc-agent-seed.ts"),
+        "--seed",
+        String(seed),
+        "--out",
+        out,
+        ...(SFT_ROOT ? ["--sft-dir", join(SFT_ROOT, `sft-${seed}`)] : []),
+      ],
       {
         stdio: ["ignore", "pipe", "pipe"],
       },
@@ -66,6 +81,7 @@ const previous = process.env.RENDER_ONLY
       seeds: SeedResult[];
       seconds: number;
       loadAverageAtStart: number;
+      sftReused?: boolean;
     })
   : null;
 const load = previous?.loadAverageAtStart ?? loadavg()[0]!;
@@ -121,7 +137,7 @@ const met = (ok: boolean) => `**${ok ? "met" : "not met"}**`;
 
 writeFileSync(
   jsonPath,
-  `${JSON.stringify({ settings: MAIN_JOB, seeds, goals, seconds, loadAverageAtStart: load, cpus: cpus().length }, null, 2)}\n`,
+  `${JSON.stringify({ settings: MAIN_JOB, seeds, goals, seconds, loadAverageAtStart: load, cpus: cpus().length, sftReused: Boolean(previous?.sftReused ?? SFT_ROOT) }, null, 2)}\n`,
 );
 
 const bars = barChartSvg(
@@ -185,7 +201,14 @@ another SFT cycle ${met(goals.more_sft_cycle_within_5_points_each_seed)}; shuffl
 | --- | --- | --- | --- | --- | --- |
 ${rows.join("\n")}
 
-SFT: ${seeds.map((s) => `seed ${s.seed} best at step ${s.sft.bestStep} of ${s.sft.steps} (${s.sft.seconds.toFixed(0)} s)`).join("; ")}.
+SFT: ${seeds.map((s) => `seed ${s.seed} best at step ${s.sft.bestStep} of ${s.sft.steps} (${s.sft.seconds.toFixed(0)} s)`).join("; ")}.${
+  (previous?.sftReused ?? SFT_ROOT)
+    ? `
+The SFT phases (and their times) are those of an earlier run of the same code and settings, whose best
+checkpoints this run started from (\`SFT_ROOT\`; SFT is deterministic for a seed); the minutes above do not
+include them.`
+    : ""
+}
 
 Plots: \`calc-agent-controls.svg\` (test accuracy by arm), \`calc-agent-rl-curves.svg\` (validation accuracy
 during GRPO and shuffled-reward GRPO). Raw numbers: \`calc-agent-controls.json\`; log: \`calc-agent-controls.log\`.

@@ -282,8 +282,8 @@ export function grpoConfig(o: Omit<GrpoOptions, "mapRewards" | "workers" | "adju
       rollout: { n: o.rolloutsPerProblem, temperature: 1, val_kwargs: { n: 1, temperature: 1 } },
       actor: {
         ppo_mini_batch_size: o.problemsPerStep,
-        // Two micro-batches of the 128 rows: one per worker, and the same sums in one thread.
-        ppo_micro_batch_size_per_gpu: 64,
+        // Two micro-batches of a step's rows: one per worker, and the same sums in one thread.
+        ppo_micro_batch_size_per_gpu: Math.ceil((o.problemsPerStep * o.rolloutsPerProblem) / 2),
         clip_ratio: 0.2,
         optim: { lr: o.learningRate, lr_warmup_steps: o.warmupSteps },
       },

@@ -6,8 +6,12 @@ export const MAIN_JOB = {
   splits: { train: 2000, demo: 4000, val: 100, test: 200 },
   /** SFT on imperfect demonstrations to its plateau (see `sftToPlateau`). */
   sft: {
-    /** Share of demonstrations that use the calculator; the rest answer in the head ("I think 37+48 = 85."). */
-    toolShare: 0.3,
+    /**
+     * Share of demonstrations that use the calculator; the rest answer in the head ("I think 37+48 = 85.").
+     * Rare enough that the greedy policy never picks the tool (at 0.3 its greedy choice sat near a tie that
+     * noise flipped); chosen on the validation split (bench/results/calc-agent-tool-share.md).
+     */
+    toolShare: 0.15,
     evalEvery: 50,
     patience: 3,
     maxSteps: 600,
