@@ -206,7 +206,7 @@ SFT: ${seeds.map((s) => `seed ${s.seed} best at step ${s.sft.bestStep} of ${s.sf
     ? `
 The SFT phases (and their times) are those of an earlier run of the same code and settings, whose best
 checkpoints this run started from (\`SFT_ROOT\`; SFT is deterministic for a seed); the minutes above do not
-include them.`
+include them, and their log is \`calc-agent-controls-sft.log\` (its "best SFT" lines score the validation split).`
     : ""
 }
 
