@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as tf from "@tensorflow/tfjs";
 import { afterAll, describe, expect, it } from "vitest";
-import { tinySetup } from "../test-support/tiny.js";
+import { microModel, tinySetup } from "../test-support/tiny.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";
 import { CheckpointError, loadCheckpoint, saveCheckpoint } from "./checkpoint.js";
@@ -167,14 +167,7 @@ describe("PolicyModel", () => {
   it("a tokenizer with multi-character pieces survives save/load: same vocabulary, same ids", async () => {
     const tokenizer = new Tokenizer({ chars: "abc 0123456789+=", pieces: ["123", "45", "ab c"] });
     const template = new ChatTemplate(tokenizer);
-    const model = PolicyModel.create({
-      vocabSize: tokenizer.vocabSize,
-      dModel: 8,
-      nLayers: 1,
-      nHeads: 2,
-      contextLength: 16,
-      seed: 2,
-    });
+    const model = microModel(tokenizer.vocabSize, 2);
     const dir = await tmp();
     await saveCheckpoint(dir, model, { tokenizer, template });
     const loaded = await loadCheckpoint(dir);

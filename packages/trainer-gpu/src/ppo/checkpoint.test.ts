@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PolicyModel } from "../model/policy-model.js";
+import { microModel } from "../test-support/tiny.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";
 import { savePPOCheckpoint } from "./checkpoint.js";
@@ -43,14 +43,7 @@ function rollouts(step: number): CollectedRollout[] {
 }
 
 function fresh() {
-  const model = PolicyModel.create({
-    vocabSize: tokenizer.vocabSize,
-    dModel: 8,
-    nLayers: 1,
-    nHeads: 2,
-    contextLength: 16,
-    seed: 4,
-  });
+  const model = microModel(tokenizer.vocabSize, 4);
   const optimizer = new AdamW(model.trainableVariables, { betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0 });
   const valueHead = new ValueHead(8, config.critic.hidden_size, config.trainer.seed);
   return { model, optimizer, valueHead };

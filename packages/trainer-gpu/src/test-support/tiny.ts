@@ -22,6 +22,11 @@ export async function tinySetup(seed = 1, contextLength = 128) {
   return { tokenizer, template, model };
 }
 
+/** The smallest useful policy (d=8, one layer, two heads, context 16) for checkpoint and wiring tests. */
+export function microModel(vocabSize: number, seed: number): PolicyModel {
+  return PolicyModel.create({ vocabSize, dModel: 8, nLayers: 1, nHeads: 2, contextLength: 16, seed });
+}
+
 export const CALC_TOOL: ToolDefinition = {
   type: "function",
   function: {
