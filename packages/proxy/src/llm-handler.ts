@@ -212,6 +212,9 @@ export class LLMCallHandler {
         res,
         ranked,
         rerank: this.waitForBackend ? () => this.pool.rank(key) : null,
+        waitForBackend: this.waitForBackend
+          ? () => this.waitForBackend!(this.o.relay?.waitForWorkerMs ?? 0)
+          : null,
         subpath: isChat ? "chat/completions" : "completions",
         request: new UpstreamRequest(body, this.o),
         stream,
