@@ -5,11 +5,14 @@ import { type Attribution, Attributor } from "./attribution.js";
 import { AuthError, type Authenticator } from "./auth.js";
 import type { BackendPool } from "./backends.js";
 import { CallRecorder, type CaptureCounters, type PendingCall } from "./call-recorder.js";
+import { newSpanId } from "./capture.js";
 import {
   anthropicError,
   type ClientDialect,
   DialectRequestError,
   ResponseHistory,
+  ResponseStateUnavailableError,
+  type SpanLookup,
   translateClientRequest,
 } from "./dialects/index.js";
 import { forwardCall } from "./forward.js";
@@ -34,8 +37,8 @@ export class LLMCallHandler {
   private readonly attributor: Attributor;
   /** Null when the store cannot look attempts up, or checks are off: every attribution is taken as is. */
   private readonly directory: AttemptDirectory | null;
-  /** `/v1/responses` conversations for `previous_response_id`, per attempt. */
-  private readonly history = new ResponseHistory();
+  /** `/v1/responses` conversations for `previous_response_id`, per attempt (the store is their record). */
+  private readonly history: ResponseHistory;
   /** Null when the store cannot look attempts up: scoped tokens then end only at their expiry. */
   private readonly liveness: AttemptLiveness | null;
 
@@ -54,6 +57,13 @@ export class LLMCallHandler {
     this.attributor = new Attributor(o.traceHeader, auth, sessions);
     this.directory = o.unknownAttempts === "reject" ? AttemptDirectory.for(o.store, log) : null;
     this.liveness = AttemptLiveness.for(o.store, log);
+    const spans = o.store as Partial<SpanLookup>;
+    this.history = new ResponseHistory({
+      maxBytes: o.responseCacheBytes,
+      store: typeof spans.querySpans === "function" ? (spans as SpanLookup) : null,
+      waitMs: o.responseStateWaitMs,
+      log,
+    });
   }
 
   /** Span writes not yet settled; stop() and flush() wait for them. */
@@ -115,14 +125,20 @@ export class LLMCallHandler {
       }
     }
     let dialect: ClientDialect | null = null;
+    const spanId = newSpanId();
     if (match.op === "responses" || match.op === "messages") {
       // served by translation to the upstream's chat/completions: one chat span, the same triplets
-      const scope = attribution ? JSON.stringify([attribution.rolloutId, attribution.attemptId]) : "";
+      const scope = attribution
+        ? { rolloutId: attribution.rolloutId, attemptId: attribution.attemptId }
+        : null;
       try {
-        const translated = translateClientRequest(match.op, body, this.history, scope);
+        const translated = await translateClientRequest(match.op, body, this.history, scope, spanId);
         body = translated.chat;
         dialect = translated.dialect;
       } catch (error) {
+        if (error instanceof ResponseStateUnavailableError) {
+          return sendJson(res, 503, openaiError(error.message, "server_error", "store_unavailable"));
+        }
         if (!(error instanceof DialectRequestError)) throw error;
         return sendJson(
           res,
@@ -191,6 +207,7 @@ export class LLMCallHandler {
           startMs,
           endMs: startMs,
           ttftMs: null,
+          spanId,
         }
       : null;
     try {
@@ -223,6 +240,7 @@ export class LLMCallHandler {
         dialect,
       });
     } finally {
+      if (record && dialect?.spanAttributes) record.dialectAttributes = dialect.spanAttributes();
       if (record && seq) this.recorder.record(record, seq);
       this.gate.leave();
     }

@@ -130,6 +130,21 @@ export const LLMProxyOptionsSchema = z.object({
   allowedFailures: z.number().int().positive().default(3),
   cooldownMs: z.number().int().min(0).default(10_000),
   modelVersion: z.union([z.string(), z.number()]).nullable().default(null),
+  /**
+   * `/v1/responses` state (`previous_response_id`, `item_reference`): the in-process cache's budget, by
+   * the JSON size of the conversations and items it holds. The store (the spans) is the record; this only
+   * saves store reads.
+   */
+  responseCacheBytes: z
+    .number()
+    .int()
+    .min(0)
+    .default(64 * 1024 * 1024),
+  /**
+   * How long a response id whose span is not in the store yet is looked for again before the 400 (another
+   * replica answered the client a moment before its span write landed).
+   */
+  responseStateWaitMs: z.number().int().min(0).default(3_000),
   /** Grace period for in-flight calls on stop(). */
   shutdownGraceMs: z.number().int().min(0).default(10_000),
   logger: z.custom<ProxyLogger>((v) => typeof (v as any)?.warn === "function").optional(),

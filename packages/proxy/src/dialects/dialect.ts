@@ -1,3 +1,4 @@
+import type { Attributes } from "@agl/core";
 import type { z } from "zod";
 
 /**
@@ -13,6 +14,8 @@ export interface ClientDialect {
   createStream(): DialectStream;
   /** An error body in the dialect's format (proxy-side failures: 400, 502, 504). */
   errorBody(status: number, message: string): unknown;
+  /** Attributes for the call's span once it has answered (the Responses state); null for none. */
+  spanAttributes?(): Attributes | null;
 }
 
 export interface TranslatedResponse {
