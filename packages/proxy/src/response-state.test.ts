@@ -193,7 +193,7 @@ describe("Responses state lives in the store (the spans)", () => {
     expect(restoreFromSpan(span!)).toBeNull();
     await expect(
       s.client(0).responses.create({ model: "m", input: "x", previous_response_id: r.id }),
-    ).rejects.toMatchObject({ status: 400, param: null });
+    ).rejects.toMatchObject({ status: 400, param: "previous_response_id" });
     const call = {
       rolloutId: "r",
       attemptId: "a",

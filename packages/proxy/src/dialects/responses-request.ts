@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { DialectRequestError, parseAt, textOf } from "./dialect.js";
+import { DialectRequestError, given, parseAt, rejectHostedFields, textOf } from "./dialect.js";
 import type { ResponseHistory, ResponseScope } from "./response-history.js";
 
 /** The fields of a `POST /v1/responses` body the proxy reads; everything else is accepted and ignored. */
@@ -52,8 +52,12 @@ const FunctionTool = z.looseObject({
 type ChatMessage = Record<string, any>;
 
 /** The body, validated: a 400 naming the first bad field otherwise. */
-export const parseResponsesRequest = (body: unknown): ResponsesRequest =>
-  parseAt(ResponsesRequestSchema, body, "");
+export function parseResponsesRequest(body: unknown): ResponsesRequest {
+  const request = parseAt(ResponsesRequestSchema, body, "");
+  // `conversation` is OpenAI's stored conversation, `prompt` a stored prompt template, `background` a job
+  rejectHostedFields(request, { background: given, conversation: given, prompt: given });
+  return request;
+}
 
 function userContent(content: z.output<typeof MessageItem>["content"]): unknown {
   if (typeof content === "string") return content;
