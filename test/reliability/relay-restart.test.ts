@@ -84,10 +84,9 @@ describe("relay: a worker killed and restarted during calls", () => {
                 messages: [{ role: "user", content }],
                 stream: true,
               });
-              for await (const chunk of s) {
-                streaming = true;
-                text += chunk.choices[0]?.delta?.content ?? "";
-              }
+              // the answer has started (status and headers sent): from here a dead worker is a broken stream
+              streaming = true;
+              for await (const chunk of s) text += chunk.choices[0]?.delta?.content ?? "";
               expect(text).toBe(`Echo: ${content}`);
             }
             counts.ok++;
