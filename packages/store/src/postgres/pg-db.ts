@@ -3,7 +3,7 @@
  * mutations back in batches (one statement per table via unnest), so a transaction costs a handful of
  * round trips however many rollouts, attempts or spans it touches.
  */
-import { type Attempt, NotFoundError, type Rollout, type Span } from "@agl/core";
+import { type Attempt, MAX_SPAN_SEQUENCE_ID, NotFoundError, type Rollout, type Span } from "@agl/core";
 import type pg from "pg";
 import {
   type FoldedWorkerEvent,
@@ -296,14 +296,18 @@ export async function insertSpans(c: Queryable, spans: readonly Span[]): Promise
   return new Set(rows.map((r) => `${key(r.rollout_id, r.attempt_id)}\u0000${r.span_id}`));
 }
 
-/** Allocate `count` consecutive sequence ids per rollout atomically; returns the last one of each. */
+/**
+ * Allocate `count` consecutive sequence ids per rollout atomically; returns the last one of each. The
+ * counter restarts from at most MAX_SPAN_SEQUENCE_ID, so it stays far inside INTEGER; callers cap what
+ * they hand out (capSequenceId).
+ */
 export async function allocateSequences(
   c: Queryable,
   counts: ReadonlyMap<string, number>,
 ): Promise<Map<string, number>> {
   const { rows } = await c.query<{ rollout_id: string; value: number }>(
     `INSERT INTO span_sequences (rollout_id, value) SELECT * FROM unnest($1::text[], $2::int[])
-     ON CONFLICT (rollout_id) DO UPDATE SET value = span_sequences.value + EXCLUDED.value
+     ON CONFLICT (rollout_id) DO UPDATE SET value = LEAST(span_sequences.value, ${MAX_SPAN_SEQUENCE_ID}) + EXCLUDED.value
      RETURNING rollout_id, value`,
     [[...counts.keys()], [...counts.values()]],
   );

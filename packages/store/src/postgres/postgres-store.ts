@@ -11,6 +11,7 @@ import {
   type AttemptedRollout,
   type AttemptPatch,
   AttemptPatchSchema,
+  capSequenceId,
   type EnqueueRolloutRequest,
   EnqueueRolloutRequestSchema,
   type LightningStore,
@@ -372,7 +373,7 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
   ): Promise<Span | null> {
     return this.write(async (c, effects) => {
       await loadAttempts(c, [{ loaded: await lockRollout(c, rid), aid }]);
-      const sequence = seq ?? (await allocateSequences(c, new Map([[rid, 1]]))).get(rid)!;
+      const sequence = seq ?? capSequenceId((await allocateSequences(c, new Map([[rid, 1]]))).get(rid)!);
       const converted = spanFromReadable(span, { rolloutId: rid, attemptId: aid, sequenceId: sequence });
       return (await this.storeSpans(c, effects, [parseOrThrow(SpanSchema, converted, "span")]))[0] ?? null;
     });

@@ -6,6 +6,7 @@
  */
 import { NotFoundError } from "../../errors.js";
 import { newAttemptId, newResourcesId, newRolloutId } from "../../types/ids.js";
+import { capSequenceId } from "../../types/input-rules.js";
 import type { Worker } from "../../types/misc.js";
 import type { NamedResources, ResourcesUpdate } from "../../types/resources.js";
 import type {
@@ -256,8 +257,9 @@ export class MemoryEngine {
     if (seq > (this.sequence.get(rid) ?? 0)) this.sequence.set(rid, seq);
   }
 
+  /** The next id, saturating at MAX_SPAN_SEQUENCE_ID (the counter never exceeds what inputs accept). */
   nextSequence(rid: string): number {
-    const next = (this.sequence.get(rid) ?? 0) + 1;
+    const next = capSequenceId((this.sequence.get(rid) ?? 0) + 1);
     this.sequence.set(rid, next);
     return next;
   }
