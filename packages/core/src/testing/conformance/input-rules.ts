@@ -75,7 +75,10 @@ export function inputRuleTests(factory: StoreFactory): void {
     });
 
     test("span sequence ids stay in every store's integer range; allocation saturates at the maximum", async (store) => {
-      const r = await store.startRollout({ input: 1, config: { max_attempts: 2, retry_condition: ["failed"] } });
+      const r = await store.startRollout({
+        input: 1,
+        config: { max_attempts: 2, retry_condition: ["failed"] },
+      });
       const pair = [r.rollout_id, r.attempt.attempt_id] as const;
       for (const seq of [2 ** 31 - 1, 2 ** 53 - 1, MAX_SPAN_SEQUENCE_ID + 1, -1]) {
         expect(await field(store.addSpan(makeSpan(r.attempt, seq)))).toContain("sequence_id");
