@@ -39,6 +39,11 @@ export function capSequenceId(value: number): number {
 export const MAX_STORED_INT = 2 ** 31 - 1;
 /** Most rollouts one dequeue call may claim. */
 export const MAX_DEQUEUE_LIMIT = 1000;
+/**
+ * Most rollouts one enqueueManyRollouts call (POST /queues/rollouts/enqueue) may create: one call is
+ * one transaction and one answer, both held in memory whole.
+ */
+export const MAX_ENQUEUE_BATCH = 10_000;
 /** Most ids one call may name (waits, id filters, sequence-id pairs). */
 export const MAX_IDS_PER_CALL = 10_000;
 

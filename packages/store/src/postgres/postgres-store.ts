@@ -12,8 +12,8 @@ import {
   type AttemptPatch,
   AttemptPatchSchema,
   capSequenceId,
+  EnqueueBatchSchema,
   type EnqueueRolloutRequest,
-  EnqueueRolloutRequestSchema,
   type LightningStore,
   type NamedResources,
   nowSeconds,
@@ -248,7 +248,7 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
   }
 
   async enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
-    const reqs = parseOrThrow(z.array(EnqueueRolloutRequestSchema), requests, "requests");
+    const reqs = parseOrThrow(EnqueueBatchSchema, requests, "requests");
     await this.enter();
     if (reqs.length === 0) return [];
     // Queue positions and the latest resources in one round trip; one INSERT is atomic on its own.

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { InvalidArgumentError } from "../../errors.js";
 import {
   MAX_DEQUEUE_LIMIT,
+  MAX_ENQUEUE_BATCH,
   MAX_IDS_PER_CALL,
   MAX_NESTING_DEPTH,
   MAX_SPAN_SEQUENCE_ID,
@@ -121,6 +122,10 @@ export function inputRuleTests(factory: StoreFactory): void {
         "max_attempts",
       );
       expect(await store.dequeueManyRollouts({ limit: MAX_DEQUEUE_LIMIT })).toEqual([]);
+      const tooMany = Array.from({ length: MAX_ENQUEUE_BATCH + 1 }, () => ({ input: 1 }));
+      // "requests" in process, "rollouts" (the body key) through the HTTP client.
+      expect(await field(store.enqueueManyRollouts(tooMany))).toMatch(/^(requests|rollouts)$/);
+      expect((await store.queryRollouts({})).total).toBe(0);
     });
 
     test("values nest at most MAX_NESTING_DEPTH levels", async (store) => {
