@@ -1,0 +1,154 @@
+/**
+ * calc-agent: train a Qwen3-architecture function-calling agent end to end on this machine, and export it.
+ *
+ *   1. write a fresh Qwen3 checkpoint (config.json, model.safetensors, the real Qwen3 tokenizer trimmed to
+ *      the task, its chat template, generation_config.json) and generate two-step word problems;
+ *   2. SFT it on imperfect demonstrations (most finish the second step in the head) until validation stops
+ *      improving; keep the best checkpoint (chosen on the validation split);
+ *   3. GRPO with LoRA adapters on that checkpoint through the real stack: SQLite store, in-process runner,
+ *      the policy served by PolicyServer (Hermes tool calls) behind the LLM proxy, the agent an ordinary
+ *      `openai` SDK function-calling loop;
+ *   4. print test accuracy of the best SFT checkpoint and after GRPO, export the merged checkpoint and the
+ *      PEFT adapter, and print the `vllm serve` command for them.
+ */
+import { rmSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import {
+  applyLora,
+  exportPeftAdapter,
+  exportPretrained,
+  type PolicyWorkers,
+  type PretrainedPolicy,
+  selectBackend,
+  startPolicyWorkers,
+} from "@agl/trainer-gpu";
+import { MODEL_NAME } from "./checkpoint.js";
+import { makeSplits, type Splits } from "./dataset.js";
+import type { EvalResult } from "./evaluate.js";
+import {
+  createPolicy,
+  describeHeldOut,
+  type HeldOut,
+  heldOut,
+  pct,
+  runGrpo,
+  sftToPlateau,
+} from "./experiment.js";
+import { MAIN_JOB } from "./settings.js";
+
+// `pnpm start -- --steps 5` hands the script a literal "--" first.
+const argv = process.argv.slice(2);
+if (argv[0] === "--") argv.shift();
+const { values: args } = parseArgs({
+  args: argv,
+  options: {
+    out: { type: "string", default: "calc-agent-run" },
+    /** GRPO steps (a fixed amount of work: the run never stops on the clock). */
+    steps: { type: "string", default: String(MAIN_JOB.grpo.steps) },
+    /** SFT: share of demonstrations that do the second step with the calculator. */
+    "chain-share": { type: "string", default: String(MAIN_JOB.sft.chainShare) },
+    "sft-max-steps": { type: "string", default: String(MAIN_JOB.sft.maxSteps) },
+    "sft-lr": { type: "string", default: String(MAIN_JOB.sft.learningRate) },
+    /** Worker threads for generation and gradients; 0 = all in this thread (same numbers). */
+    workers: { type: "string", default: "2" },
+    seed: { type: "string", default: "1" },
+  },
+});
+
+const seed = Number(args.seed);
+const out = resolve(args.out!);
+const t0 = performance.now();
+const elapsed = () => `${((performance.now() - t0) / 1000).toFixed(1)} s`;
+const log = (line: string) => console.log(`${line} (${elapsed()})`);
+const nWorkers = Number(args.workers);
+const withWorkers = async <T>(
+  policy: PretrainedPolicy,
+  fn: (w?: PolicyWorkers) => Promise<T>,
+): Promise<T> => {
+  const workers = nWorkers > 0 ? await startPolicyWorkers(policy, { workers: nWorkers }) : undefined;
+  try {
+    return await fn(workers);
+  } finally {
+    await workers?.close();
+  }
+};
+
+async function main(): Promise<void> {
+  rmSync(out, { recursive: true, force: true });
+  await selectBackend();
+  const splits = makeSplits(MAIN_JOB.splits, seed);
+  const policy = await createPolicy(join(out, "initial"), seed);
+  console.log(
+    `[calc-agent] ${MODEL_NAME}: Qwen3ForCausalLM, ${policy.model.parameterCount.toLocaleString()} parameters, Qwen3 tokenizer trimmed to ${policy.tokenizer.vocabSize} tokens; ${args.steps} GRPO steps; ${nWorkers > 0 ? `${nWorkers} worker threads` : "one thread"}`,
+  );
+  try {
+    await run(policy, splits);
+  } finally {
+    policy.model.dispose();
+  }
+}
+
+async function run(policy: PretrainedPolicy, splits: Splits) {
+  const before = await withWorkers(policy, async (workers) => {
+    const warm = await sftToPlateau(policy, splits, {
+      ...MAIN_JOB.sft,
+      chainShare: Number(args["chain-share"]),
+      maxSteps: Number(args["sft-max-steps"]),
+      learningRate: Number(args["sft-lr"]),
+      workers,
+      seed,
+      log,
+    });
+    log(`[calc-agent] best SFT checkpoint: step ${warm.bestStep} of ${warm.steps}`);
+    return heldOut(policy, splits.test, seed * 31 + 5, workers);
+  });
+  log(`[calc-agent] best SFT on the test split: ${describeHeldOut(before)}`);
+  const sftDir = join(out, "sft-best");
+  await exportPretrained(policy.model, sftDir);
+
+  // GRPO trains LoRA adapters on the frozen best-SFT weights.
+  applyLora(policy.model, { ...MAIN_JOB.grpo.lora, seed });
+  const { grpo, after } = await withWorkers(policy, async (workers) => {
+    const grpo = await runGrpo(policy, splits, {
+      ...MAIN_JOB.grpo,
+      steps: Number(args.steps),
+      workers,
+      seed,
+      out: join(out, "grpo"),
+    });
+    return { grpo, after: await heldOut(policy, splits.test, seed * 31 + 5, workers) };
+  });
+  const mergedDir = join(out, "merged");
+  const adapterDir = join(out, "adapter");
+  await exportPretrained(policy.model, mergedDir);
+  await exportPeftAdapter(policy.model, adapterDir, { baseModelNameOrPath: sftDir });
+
+  const gain = (a: EvalResult, b: EvalResult) => `${((b.accuracy - a.accuracy) * 100).toFixed(1)} points`;
+  console.log("");
+  console.log(
+    `[calc-agent] test accuracy (${splits.test.length} held-out problems, never used for choices):`,
+  );
+  console.log("                    greedy                      sampled (T=1, 2 per problem)");
+  const row = (label: string, r: HeldOut) =>
+    console.log(
+      `  ${label.padEnd(16)}  ${`${pct(r.greedy.accuracy)} (two calls ${pct(r.greedy.chained)})`.padEnd(27)} ${pct(r.sampled.accuracy)} (two calls ${pct(r.sampled.chained)})`,
+    );
+  row("best SFT", before);
+  row("after GRPO", after);
+  console.log(
+    `  improvement       ${gain(before.greedy, after.greedy).padEnd(27)} ${gain(before.sampled, after.sampled)}   (${grpo.result.stepsCompleted} GRPO steps, LoRA r=${MAIN_JOB.grpo.lora.rank})`,
+  );
+  console.log(`[calc-agent] metrics: ${grpo.result.metricsPath}`);
+  console.log(`[calc-agent] merged checkpoint (transformers, vllm serve): ${mergedDir}`);
+  console.log(`[calc-agent] PEFT adapter on ${sftDir}: ${adapterDir}`);
+  console.log(
+    `[calc-agent] serve both: vllm serve ${sftDir} --served-model-name ${MODEL_NAME} --enable-auto-tool-choice --tool-call-parser hermes --enable-lora --max-lora-rank ${MAIN_JOB.grpo.lora.rank} --lora-modules ${MODEL_NAME}-grpo=${adapterDir}`,
+  );
+  console.log(`[calc-agent] total time ${elapsed()}${grpo.result.aborted ? " (interrupted)" : ""}`);
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
