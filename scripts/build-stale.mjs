@@ -20,7 +20,7 @@ const INPUT_FILES = ["package.json", "tsup.config.ts", "tsconfig.json"];
 const INPUT_DIRS = ["src", "scripts"];
 
 /** Every workspace package by name: its directory and manifest. */
-function workspace() {
+export function workspace() {
   const packages = new Map();
   for (const group of ["packages", "examples"]) {
     for (const name of readdirSync(join(root, group))) {
