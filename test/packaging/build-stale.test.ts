@@ -25,11 +25,11 @@ describe("build-stale", () => {
       "@agl/example-apo-agent",
       "@agl/store",
     ]);
-    const before = (a: string, b: string) => expect(order.indexOf(a)).toBeLessThan(order.indexOf(b));
-    before("@agl/core", "@agl/adapter");
-    before("@agl/store", "@agl/apo");
-    before("@agl/dashboard", "@agl/store"); // an optional peer that agl-store serves when installed
-    before("@agl/apo", "@agl/example-apo-agent");
+    const comesBefore = (a: string, b: string) => expect(order.indexOf(a)).toBeLessThan(order.indexOf(b));
+    comesBefore("@agl/core", "@agl/adapter");
+    comesBefore("@agl/store", "@agl/apo");
+    comesBefore("@agl/dashboard", "@agl/store"); // an optional peer that agl-store serves when installed
+    comesBefore("@agl/apo", "@agl/example-apo-agent");
     expect(order).not.toContain("@agl/trainer-gpu");
   });
 
