@@ -29,11 +29,10 @@ describe("chart axes", () => {
           const labels = tickLabels(ticks);
           expect(new Set(labels).size).toBe(n);
           // Each label reads as its tick, to well within the spacing (or float64's own precision).
-          labels.forEach((l, i) =>
-            expect(Math.abs(Number(l) - ticks[i]!)).toBeLessThanOrEqual(
-              Math.max(step * 0.01, Math.abs(ticks[i]!) * 1e-12),
-            ),
-          );
+          labels.forEach((l, i) => {
+            const bound = Math.max(step * 0.01, Math.abs(ticks[i]!) * 1e-12);
+            expect(Math.abs(Number(l) - ticks[i]!)).toBeLessThanOrEqual(bound);
+          });
         },
       ),
     );
