@@ -26,7 +26,10 @@ const next = readme.indexOf("\n## ", start + 1);
 const section = readme.slice(start, next === -1 ? undefined : next);
 
 /** The fenced code blocks of the section, with their language. */
-const blocks = [...section.matchAll(/```(\w+)\n([\s\S]*?)```/g)].map((m) => ({ lang: m[1]!, code: m[2]! }));
+const blocks = [...section.matchAll(/```(\w+)[^\n]*\n([\s\S]*?)```/g)].map((m) => ({
+  lang: m[1]!,
+  code: m[2]!,
+}));
 const tsFile = (name: string) => {
   const block = blocks.find((b) => b.lang === "ts" && b.code.startsWith(`// ${name}`));
   if (!block) throw new Error(`README has no ts block starting with "// ${name}"`);
