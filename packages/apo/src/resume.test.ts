@@ -162,5 +162,6 @@ describe("agl-apo CLI", () => {
     expect(none.status).toBe(1);
     expect(none.stderr).toContain(`no SQLite store at ${missing}`);
     expect(existsSync(missing)).toBe(false);
-  });
+    // Six CLI processes one after another (tsx start-up each): room on a loaded machine.
+  }, 240_000);
 });
