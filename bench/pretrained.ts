@@ -26,6 +26,7 @@ import {
   writeRandomCheckpoint,
 } from "@agl/trainer-gpu";
 
+const ONE_GENERATION = { generationBatch: 1, generationContext: 2048 };
 const here = dirname(fileURLToPath(import.meta.url));
 const quick = process.argv.includes("--quick");
 
@@ -191,8 +192,15 @@ async function main() {
       console.log(`generate x${n} (LoRA model): ${r.tokensPerSecond.toFixed(0)} tok/s`);
     }
     const memory = {
-      full: estimateMemory(arch, { mode: "full", batchSize: BATCH, seqLength: SEQ }),
-      lora: estimateMemory(arch, { mode: "lora", loraRank: 16, batchSize: BATCH, seqLength: SEQ }),
+      // The shape of the committed results (one 2,048-token generation), not PPO's defaults.
+      full: estimateMemory(arch, { mode: "full", batchSize: BATCH, seqLength: SEQ, ...ONE_GENERATION }),
+      lora: estimateMemory(arch, {
+        mode: "lora",
+        loraRank: 16,
+        batchSize: BATCH,
+        seqLength: SEQ,
+        ...ONE_GENERATION,
+      }),
     };
     const result = {
       date: new Date().toISOString(),

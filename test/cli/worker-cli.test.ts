@@ -125,9 +125,12 @@ describe("agl-worker runs", () => {
       ]);
       expect(await child.exited, child.stderr()).toBe(0);
       expect(JSON.parse(child.stdout())).toMatchObject({ claimed: 1, succeeded: 1 });
-      const lines = nonEmptyLines(child.stderr());
-      expect(lines[0]).toMatch(/store http:\/\/\S+ is an agl-ts store server/);
-      const logs = lines.slice(1).map((l) => JSON.parse(l) as { msg: string; name: string });
+      // Under --log-format json every stderr line is JSON, the start line included.
+      const logs = nonEmptyLines(child.stderr()).map(
+        (l) => JSON.parse(l) as { msg: string; name: string; level: number; concurrency?: number },
+      );
+      expect(logs[0]).toMatchObject({ name: "agl-worker", level: 30, concurrency: 1 });
+      expect(logs[0]!.msg).toMatch(/store http:\/\/\S+ is an agl-ts store server/);
       expect(
         logs.some((l) => l.name === "agl-worker" && l.msg.includes("done: 1 claimed, 1 succeeded")),
       ).toBe(true);
@@ -155,9 +158,11 @@ describe("agl-worker runs", () => {
         "100",
       ]);
       expect(await child.exited, child.stderr()).toBe(0);
-      expect(JSON.parse(child.stdout())).toMatchObject({ claimed: 1, stale: 1, succeeded: 0 });
+      // The agent ignores its signal: the worker logs it abandoned, and the summary counts it.
+      expect(JSON.parse(child.stdout())).toMatchObject({ claimed: 1, stale: 1, abandoned: 1, succeeded: 0 });
       expect((await store.getLatestAttempt(r.rollout_id))!.status).toBe("timeout");
       expect(child.stderr()).toMatch(/passed its 1\.5 s timeout/);
+      expect(child.stderr()).toMatch(/ignored its abort signal.*abandoned/);
     } finally {
       await server.close();
       await store.close();

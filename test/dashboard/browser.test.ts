@@ -75,6 +75,8 @@ beforeAll(async () => {
         "training/reward": step / METRIC_STEPS,
         "val/reward": step / (2 * METRIC_STEPS),
         "actor/pg_loss": -step / 100,
+        // Nearly flat: uPlot's own tick labels all read "4.676" for this.
+        "actor/entropy": 4.6761 + step * 0.00001,
       }),
     ).join("\n"),
   );
@@ -277,7 +279,94 @@ describe("dashboard served by agl-store", () => {
     await expect(main.getAttribute("data-points")).resolves.toBe(`${METRIC_STEPS},${METRIC_STEPS}`);
     await expect(main.locator(".u-legend").textContent()).resolves.toContain("training/reward");
     expect(await p.getByTestId("chart-actor/pg_loss").count()).toBe(1);
+    // Step ticks are integers; a nearly flat series has distinct y tick labels.
+    const xTicks = (await main.getAttribute("data-x-ticks"))!.split("|");
+    expect(xTicks.length).toBeGreaterThan(1);
+    for (const t of xTicks) expect(t).toMatch(/^\d+$/);
+    const entropy = p.getByTestId("chart-actor/entropy");
+    await entropy.locator("canvas").waitFor();
+    const yTicks = (await entropy.getAttribute("data-y-ticks"))!.split("|");
+    expect(yTicks.length).toBeGreaterThan(1);
+    expect(new Set(yTicks).size).toBe(yTicks.length);
+    for (const t of yTicks) expect(Number(t)).toBeCloseTo(4.6762, 2);
     await screenshot(p, "10-training");
+  });
+
+  it("shows tokens as decoded pieces where the spans record text, with the id on hover; ids otherwise", async () => {
+    // The seeded calls carry ids only (the mock engine's pieces are "token_id:N"): the page says so.
+    const p = await page();
+    await p.goto(`${server.url}/dashboard/#/rollouts/${await rolloutIdOf("chat", SEED_TASKS[0]!.a)}`);
+    await p.getByTestId("tab-triplets").click();
+    await expect(p.getByTestId("token-text-note").textContent()).resolves.toMatch(/Tokens show as ids/);
+    // A call whose span records per-token text (logprobs.content), as client spans and the proxy with
+    // captured bodies do.
+    const r = await store.startRollout({ input: { note: "pieces" } });
+    const pieces = ["Hello", " world", "!\n"];
+    await store.addSpan({
+      rollout_id: r.rollout_id,
+      attempt_id: r.attempt.attempt_id,
+      sequence_id: 1,
+      trace_id: "a".repeat(32),
+      span_id: "b".repeat(16),
+      parent_id: null,
+      name: "openai.chat.completion",
+      status: { status_code: "OK", description: null },
+      attributes: {
+        "gen_ai.request.model": "m",
+        "gen_ai.prompt.0.role": "user",
+        "gen_ai.prompt.0.content": "Say hello",
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.content": pieces.join(""),
+        prompt_token_ids: [101, 102],
+        response_token_ids: [201, 202, 203],
+        "logprobs.content": JSON.stringify(pieces.map((token) => ({ token, logprob: -0.5, bytes: null }))),
+      },
+      events: [],
+      links: [],
+      start_time: 1,
+      end_time: 2,
+      context: null,
+      parent: null,
+      resource: { attributes: {}, schema_url: "" },
+    });
+    await store.updateAttempt(r.rollout_id, r.attempt.attempt_id, { status: "succeeded" });
+    const q = await page();
+    await q.goto(`${server.url}/dashboard/#/rollouts/${r.rollout_id}`);
+    await q.getByTestId("tab-triplets").click();
+    const cells = q.getByTestId("triplet-tokens").first().locator(".tok");
+    await expect(cells.allTextContents()).resolves.toEqual(["101", "102", "Hello", "·world", "!↵"]);
+    await expect(cells.nth(3).getAttribute("title")).resolves.toMatch(
+      /^#3 id 202 " world" · response · mask 1 · logprob -0\.500$/,
+    );
+    await expect(q.getByTestId("token-text-note").textContent()).resolves.toMatch(/3 distinct ids/);
+    await screenshot(q, "10c-token-pieces");
+  });
+
+  it("shows why an attempt failed: the agent's exception, and a runner stopped before any span", async () => {
+    const p = await page();
+    await p.goto(`${server.url}/dashboard/#/rollouts/${await rolloutIdOf("crash", 1)}`);
+    await p.getByTestId("attempt-error").waitFor();
+    await expect(p.getByTestId("attempt-error-type").textContent()).resolves.toBe("Error");
+    await expect(p.getByTestId("attempt-error-message").textContent()).resolves.toBe("agent crashed on 1+1");
+    await expect(p.getByTestId("attempt-error-cell").textContent()).resolves.toBe(
+      "Error: agent crashed on 1+1",
+    );
+    await screenshot(p, "10b-attempt-error");
+    // What a runner records when it is stopped before the agent returned: no spans, only metadata.error.
+    const stopped = await store.startRollout({ input: { note: "stopped" } });
+    await store.updateAttempt(stopped.rollout_id, stopped.attempt.attempt_id, {
+      status: "failed",
+      metadata: {
+        error: { type: "RunnerStopped", message: "runner Worker-9 stopped before the rollout finished" },
+      },
+    });
+    const q = await page();
+    await q.goto(`${server.url}/dashboard/#/rollouts/${stopped.rollout_id}`);
+    await q.getByTestId("state-no-spans").waitFor();
+    await expect(q.getByTestId("attempt-error-type").textContent()).resolves.toBe("RunnerStopped");
+    await expect(q.getByTestId("attempt-error-message").textContent()).resolves.toBe(
+      "runner Worker-9 stopped before the rollout finished",
+    );
   });
 });
 

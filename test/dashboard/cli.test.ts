@@ -58,6 +58,30 @@ describe("built CLIs", () => {
     expect((await fetch(`${url}/v1/agl/statistics`)).status).toBe(401);
   });
 
+  it("agl-store prints the dashboard's URL at start, whatever the log level", async () => {
+    const child = spawn(
+      process.execPath,
+      [storeCli, "--db", "memory", "--port", "0", "--log-level", "error"],
+      {
+        stdio: ["ignore", "ignore", "pipe"],
+        env: { ...process.env, AGL_LOG_FORMAT: "json" },
+      },
+    );
+    children.push(child);
+    const line = await new Promise<{ msg: string; dashboard_url: string }>((resolve, reject) => {
+      let err = "";
+      child.stderr!.on("data", (chunk: Buffer) => {
+        err += chunk.toString();
+        const found = err.split("\n").find((l) => l.includes("dashboard_url"));
+        if (found) resolve(JSON.parse(found));
+      });
+      child.once("exit", (code) => reject(new Error(`agl-store exited with ${code}: ${err}`)));
+    });
+    expect(line.dashboard_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/dashboard\/$/);
+    expect(line.msg).toBe(`dashboard at ${line.dashboard_url}`);
+    expect((await fetch(line.dashboard_url)).status).toBe(200);
+  });
+
   it("agl-store --no-dashboard does not serve it; agl-dashboard --store serves it for that store", async () => {
     const storeUrl = await start(storeCli, ["--db", "memory", "--port", "0", "--no-dashboard", "--quiet"]);
     expect((await fetch(`${storeUrl}/dashboard/`)).status).toBe(404);

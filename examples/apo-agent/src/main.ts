@@ -8,6 +8,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { secretToEnv } from "@agl/core";
 import { runApoAgent } from "./run.js";
 
 // `pnpm start -- --rounds 2` hands the script a literal "--" first.
@@ -47,14 +48,20 @@ function count(name: keyof typeof args, min: number): number {
 
 async function main(): Promise<void> {
   const real = args["base-url"] !== undefined;
-  const apiKey = args["api-key"] ?? (real ? process.env.OPENAI_API_KEY : undefined);
-  const optimizerApiKey = args["optimizer-api-key"] ?? apiKey;
+  // A key given on the command line goes into this process's environment under a generated name; the
+  // store only ever sees that name (api_key_env), and the in-process runners read the key from it.
+  const apiKeyEnv = args["api-key"]
+    ? secretToEnv(args["api-key"], "APO_AGENT_API_KEY")
+    : real && process.env.OPENAI_API_KEY
+      ? "OPENAI_API_KEY"
+      : undefined;
+  const optimizerApiKey = args["optimizer-api-key"] ?? (apiKeyEnv ? process.env[apiKeyEnv] : undefined);
   const db = resolve(args.db!);
   mkdirSync(dirname(db), { recursive: true });
   const t0 = performance.now();
   const { result, history, mock } = await runApoAgent({
     ...(real ? { baseURL: args["base-url"] } : {}),
-    ...(apiKey ? { apiKey } : {}),
+    ...(apiKeyEnv ? { apiKeyEnv } : {}),
     ...(args["optimizer-base-url"] ? { optimizerBaseURL: args["optimizer-base-url"] } : {}),
     ...(optimizerApiKey ? { optimizerApiKey } : {}),
     model: args.model ?? (real ? "gpt-4.1-mini" : "mock-model"),

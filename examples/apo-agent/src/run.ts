@@ -12,9 +12,13 @@ import { apoAgent, SEED_SYSTEM_PROMPT } from "./agent.js";
 export interface ApoAgentOptions {
   /** The agent's OpenAI-compatible endpoint; none = the mock server (agent, critic and editor). */
   baseURL?: string;
-  apiKey?: string;
+  /**
+   * Name of the environment variable holding the agent's API key: the `main_llm` resource carries this
+   * reference (`api_key_env`), never the key, so the key stays out of the store.
+   */
+  apiKeyEnv?: string;
   model: string;
-  /** The optimiser's endpoint and key (default: the agent's). */
+  /** The optimiser's endpoint and key (default: the agent's); the optimiser's key is never stored. */
   optimizerBaseURL?: string;
   optimizerApiKey?: string;
   gradientModel: string;
@@ -60,12 +64,19 @@ export async function runApoAgent(options: ApoAgentOptions): Promise<ApoAgentRep
       runnerConcurrency: 4,
       pollIntervalMs: 20,
       initialResources: {
-        main_llm: llm({ endpoint: baseURL, model: options.model, api_key: options.apiKey ?? "none" }),
+        main_llm: llm({
+          endpoint: baseURL,
+          model: options.model,
+          ...(options.apiKeyEnv ? { api_key_env: options.apiKeyEnv } : {}),
+        }),
         system_prompt: promptTemplate(SEED_SYSTEM_PROMPT),
       },
       algorithm: new APO({
         baseURL: options.optimizerBaseURL ?? baseURL,
-        apiKey: options.optimizerApiKey ?? options.apiKey ?? "none",
+        apiKey:
+          options.optimizerApiKey ??
+          (options.apiKeyEnv ? process.env[options.apiKeyEnv] : undefined) ??
+          "none",
         gradientModel: options.gradientModel,
         applyEditModel: options.editModel,
         beamRounds: options.rounds,

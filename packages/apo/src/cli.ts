@@ -53,7 +53,8 @@ async function withHistory(
   opts: { db: string; runId: string },
   render: (history: NonNullable<Awaited<ReturnType<typeof loadPromptHistory>>>) => string,
 ): Promise<void> {
-  const store = await openStore(opts.db);
+  // A reader: a mistyped path must fail, not leave an empty database behind.
+  const store = await openStore(opts.db, { mustExist: true });
   try {
     const history = await loadPromptHistory(store, { runId: opts.runId });
     if (!history) {

@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { llm, promptTemplate, silentLogger, Trainer } from "@agl/core";
 import { openStore } from "@agl/store";
@@ -156,5 +156,12 @@ describe("agl-apo CLI", () => {
     expect(badLevel.status).toBe(1);
     expect(badLevel.stderr.trim().split("\n")).toHaveLength(1);
     expect(badLevel.stderr).toContain("--log-level");
-  });
+    // A missing file is an error naming it, and no database appears there.
+    const missing = join(dirname(dbPath), "typo.db");
+    const none = exec(["best", "--db", missing]);
+    expect(none.status).toBe(1);
+    expect(none.stderr).toContain(`no SQLite store at ${missing}`);
+    expect(existsSync(missing)).toBe(false);
+    // Six CLI processes one after another (tsx start-up each): room on a loaded machine.
+  }, 240_000);
 });

@@ -72,7 +72,7 @@ const program = new Command()
   )
   .option("--max-rollouts <n>", "stop after claiming this many rollouts", positiveInt)
   .action(async (opts) => {
-    const { logger } = installLogging({
+    const { logger, announce } = installLogging({
       pino,
       pretty,
       level: opts.logLevel,
@@ -102,8 +102,14 @@ const program = new Command()
     const server = await worker.describeServer();
     // Always printed (stderr, whatever the log level): which server a worker talks to decides which
     // features it has (see LightningStoreClient.serverInfo).
-    process.stderr.write(
-      `agl-worker ${worker.workerId}: store ${opts.store} is ${server ? `an ${server.description}` : "not identified yet"}; concurrency ${opts.concurrency}\n`,
+    announce(
+      `agl-worker ${worker.workerId}: store ${opts.store} is ${server ? `an ${server.description}` : "not identified yet"}; concurrency ${opts.concurrency}`,
+      {
+        worker_id: worker.workerId,
+        store: opts.store,
+        server: server?.description ?? null,
+        concurrency: opts.concurrency,
+      },
     );
     const summary = await worker.run();
     logger.info(

@@ -1,7 +1,9 @@
 /** Small pieces every agl CLI shares (no dependency beyond node): its version and its error exit. */
+import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { InvalidArgumentError } from "./errors.js";
 import { redactSecrets } from "./redact.js";
 
 /**
@@ -30,4 +32,22 @@ export function exitWithError(name: string, error: unknown, code = 1): never {
   if (process.env.AGL_DEBUG && error instanceof Error && error.stack)
     process.stderr.write(`${error.stack}\n`);
   process.exit(code);
+}
+
+/**
+ * A secret given on a command line, turned into a reference: it is put in this process's environment
+ * under a fresh variable name, which is returned for `api_key_env`. Resources carry only the name, so the
+ * value never reaches a store (in-process runners and child processes started afterwards read it from
+ * the environment; a worker on another machine needs the variable set there, under a name you choose).
+ */
+export function secretToEnv(secret: string, prefix = "AGL_CLI_SECRET"): string {
+  if (!/^[A-Z_][A-Z0-9_]*$/.test(prefix)) {
+    throw new InvalidArgumentError(
+      "prefix",
+      `must be an environment variable name, got ${JSON.stringify(prefix)}`,
+    );
+  }
+  const name = `${prefix}_${randomBytes(6).toString("hex").toUpperCase()}`;
+  process.env[name] = secret;
+  return name;
 }

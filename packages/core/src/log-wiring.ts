@@ -55,7 +55,15 @@ export interface InstallLoggingOptions {
  * Build the CLI logger (always stderr: stdout is for results) and install it process-wide. Returns it
  * with the level it resolved.
  */
-export function installLogging(options: InstallLoggingOptions): { logger: Logger; level: LogLevel } {
+export function installLogging(options: InstallLoggingOptions): {
+  logger: Logger;
+  level: LogLevel;
+  /**
+   * Write one line on stderr whatever the level (start-up lines scripts read): a JSON line shaped like
+   * the logger's own (level 30) under the json format, the plain message otherwise.
+   */
+  announce: (message: string, fields?: Record<string, unknown>) => void;
+} {
   const level =
     options.level === undefined ? envLogLevel("info") : parseLogLevel(options.level, "--log-level");
   const format = parseFormat(options.format ?? process.env.AGL_LOG_FORMAT ?? "auto");
@@ -73,7 +81,20 @@ export function installLogging(options: InstallLoggingOptions): { logger: Logger
       : options.pino.destination({ fd: 2, sync: true });
   const logger = pinoLogger(options.pino(base, stream));
   setLogger(logger);
-  return { logger, level };
+  const announce = (message: string, fields: Record<string, unknown> = {}) => {
+    const line = pretty
+      ? message
+      : JSON.stringify({
+          level: 30,
+          time: Date.now(),
+          pid: process.pid,
+          ...(options.name ? { name: options.name } : {}),
+          ...fields,
+          msg: message,
+        });
+    process.stderr.write(`${line}\n`);
+  };
+  return { logger, level, announce };
 }
 
 function parseFormat(value: string): LogFormat {

@@ -1,5 +1,8 @@
 #!/usr/bin/env node
-import { Command } from "commander";
+import { exitWithError, installLogging, logFlagOptions, packageVersion } from "@agl/core";
+import { Command, Option } from "commander";
+import pino from "pino";
+import pretty from "pino-pretty";
 import { startRelayWorker } from "./relay/relay-worker.js";
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -10,7 +13,7 @@ const int = (value: string) => {
 };
 
 export function buildWorkerProgram(): Command {
-  return new Command("agl-relay-worker")
+  const program = new Command("agl-relay-worker")
     .description(
       "Serve a local inference engine to a relay-mode agl-proxy by dialing out to it (NAT/firewall friendly)",
     )
@@ -28,10 +31,19 @@ export function buildWorkerProgram(): Command {
     .option("--upstream-api-key <key>", "bearer token for the engine (env AGL_UPSTREAM_API_KEY)")
     .option("--backoff-base-ms <ms>", "first reconnect delay", int, 500)
     .option("--backoff-max-ms <ms>", "longest reconnect delay", int, 30_000);
+  for (const option of logFlagOptions(Option)) program.addOption(option);
+  return program.version(packageVersion(import.meta.url), "-V, --version");
 }
 
 export async function main(argv = process.argv): Promise<void> {
   const o = buildWorkerProgram().parse(argv).opts();
+  const { logger, announce } = installLogging({
+    pino,
+    pretty,
+    level: o.logLevel,
+    format: o.logFormat,
+    name: "agl-relay-worker",
+  });
   const token = o.token ?? process.env.AGL_RELAY_WORKER_TOKEN;
   if (!token) throw new Error("--token (or AGL_RELAY_WORKER_TOKEN) is required");
   const worker = startRelayWorker({
@@ -43,9 +55,15 @@ export async function main(argv = process.argv): Promise<void> {
     upstreamApiKey: o.upstreamApiKey ?? process.env.AGL_UPSTREAM_API_KEY,
     backoffBaseMs: o.backoffBaseMs,
     backoffMaxMs: o.backoffMaxMs,
+    logger,
   });
   await worker.ready;
-  console.log(`agl-relay-worker ${worker.workerId} serving ${o.upstream} to ${o.proxy}`);
+  // Printed whatever the level (stderr: logs there, nothing on stdout): scripts wait for it.
+  announce(`agl-relay-worker ${worker.workerId} serving ${o.upstream} to ${o.proxy}`, {
+    worker_id: worker.workerId,
+    upstream: o.upstream,
+    proxy: o.proxy,
+  });
   const shutdown = async () => {
     await worker.stop();
     process.exit(0);
@@ -57,8 +75,5 @@ export async function main(argv = process.argv): Promise<void> {
 const invokedDirectly =
   process.argv[1] && /agl-relay-worker|relay-worker-cli\.(js|ts)$/.test(process.argv[1]);
 if (invokedDirectly) {
-  main().catch((error) => {
-    console.error(`agl-relay-worker: ${(error as Error).message}`);
-    process.exit(1);
-  });
+  main().catch((error: unknown) => exitWithError("agl-relay-worker", error));
 }

@@ -78,7 +78,11 @@ const program = new Command()
 for (const option of logFlagOptions(Option)) program.addOption(option);
 
 program.action(async (opts) => {
-  const { logger: cliLogger, level } = installLogging({
+  const {
+    logger: cliLogger,
+    level,
+    announce,
+  } = installLogging({
     pino,
     pretty,
     level: opts.logLevel,
@@ -109,6 +113,13 @@ program.action(async (opts) => {
       { url: server.url, ...(server.publicUrl !== server.url ? { public_url: server.publicUrl } : {}) },
       "store server listening",
     );
+  }
+  // Whatever the level: where to open the dashboard is the first thing a person needs.
+  if (dashboard) {
+    const dashboardUrl = `${server.publicUrl}/dashboard/`;
+    announce(`dashboard at ${dashboardUrl}`, { dashboard_url: dashboardUrl });
+  } else if (opts.dashboard) {
+    cliLogger.info("no dashboard: @agl/dashboard is not installed next to @agl/store");
   }
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {

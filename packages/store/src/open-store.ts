@@ -14,6 +14,11 @@ export interface OpenStoreOptions {
   postgres?: PostgresStoreOptions;
   /** Options of the in-memory store. */
   memory?: ConstructorParameters<typeof InMemoryLightningStore>[0];
+  /**
+   * For readers of an existing store: a SQLite file that does not exist is an error instead of a new,
+   * empty database (and `memory:` is refused: it can hold no earlier run).
+   */
+  mustExist?: boolean;
 }
 
 export type StoreKind = "memory" | "sqlite" | "postgres";
@@ -71,8 +76,20 @@ export async function openStore(uri: string, options: OpenStoreOptions = {}): Pr
   const { kind, location } = parseStoreUri(uri);
   switch (kind) {
     case "memory":
+      if (options.mustExist) {
+        throw new InvalidArgumentError(
+          "db",
+          "an in-memory store is empty: name the store that holds the run",
+        );
+      }
       return new InMemoryLightningStore(options.memory);
     case "sqlite": {
+      if (options.mustExist && location !== ":memory:" && !existsSync(resolve(location))) {
+        throw new InvalidArgumentError(
+          "db",
+          `no SQLite store at ${resolve(location)} (the file does not exist)`,
+        );
+      }
       const dir = dirname(resolve(location));
       if (!existsSync(dir)) {
         throw new InvalidArgumentError(

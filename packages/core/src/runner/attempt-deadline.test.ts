@@ -38,7 +38,8 @@ describe("attempt deadlines bite", () => {
         return 1;
       },
     }).run();
-    expect(summary).toMatchObject({ claimed: 2, succeeded: 1, stale: 1 });
+    // The summary counts the agent it logged as abandoned (it said `abandoned: 0` before).
+    expect(summary).toMatchObject({ claimed: 2, succeeded: 1, stale: 1, abandoned: 1 });
     expect(signals[0]!.aborted).toBe(true);
     expect(String(signals[0]!.reason?.message)).toContain("timeout");
     expect((await store.getLatestAttempt(hung.rollout_id))!.status).toBe("timeout");
@@ -61,7 +62,7 @@ describe("attempt deadlines bite", () => {
       },
     }).run();
     const summary = await run;
-    expect(summary).toMatchObject({ claimed: 1, stale: 1, succeeded: 0 });
+    expect(summary).toMatchObject({ claimed: 1, stale: 1, succeeded: 0, abandoned: 0 });
     expect(String((reason as Error).message)).toContain("cancelled");
     expect((await store.getRolloutById(r.rollout_id))!.status).toBe("cancelled");
   });

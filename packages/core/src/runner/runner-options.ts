@@ -60,7 +60,10 @@ export interface RunnerSummary {
   failed: number;
   /** Attempts that were finished elsewhere meanwhile (e.g. timed out by the watchdog); result discarded. */
   stale: number;
-  /** Attempts still running when the grace period ended; marked failed. */
+  /**
+   * Agents still running when their grace period ended, after a stop (their attempts are marked failed)
+   * or after the store ended their attempt (these count in `stale` too); their slots were freed.
+   */
   abandoned: number;
   durationSeconds: number;
 }
@@ -68,5 +71,5 @@ export interface RunnerSummary {
 export type AttemptOutcome =
   | { status: "succeeded" }
   | { status: "failed"; error: unknown }
-  | { status: "stale"; reason: string }
+  | { status: "stale"; reason: string; abandoned?: boolean }
   | { status: "abandoned" };

@@ -273,6 +273,7 @@ export class Runner {
       this.logger.warn(
         `agent of rollout ${attempted.rollout_id} ignored its abort signal for ${this.opts.gracePeriodMs} ms; abandoned, its slot is free again`,
       );
+      return { status: "stale", reason: end.reason, abandoned: true };
     }
     return { status: "stale", reason: end.reason };
   }
@@ -314,7 +315,10 @@ export class Runner {
         if (!entry.abandoned) {
           if (outcome.status === "succeeded") summary.succeeded++;
           else if (outcome.status === "failed") summary.failed++;
-          else if (outcome.status === "stale") summary.stale++;
+          else if (outcome.status === "stale") {
+            summary.stale++;
+            if (outcome.abandoned) summary.abandoned++;
+          }
         }
         this.inflight.delete(key);
         this.wake();

@@ -2,6 +2,8 @@ import type { ComponentChildren } from "preact";
 import { useEffect, useRef } from "preact/hooks";
 import uPlot from "uplot";
 import { StoreHttpError, StoreUnreachableError, UnauthorizedError } from "../view/api.js";
+import { STEP_INCREMENTS, stepLabel, tickLabels, yRange } from "../view/chart-axes.js";
+import { showPiece } from "../view/token-text.js";
 import type { TokenCell } from "../view/tokens.js";
 
 export function StatusBadge({ status }: { status: string | null }) {
@@ -85,20 +87,35 @@ export function Pager({
   );
 }
 
-/** Token ids as cells; colour by role (prompt / generated / observation), logprob on hover. */
-export function TokenStrip({ cells, testId }: { cells: TokenCell[]; testId?: string }) {
+/**
+ * Tokens as cells, coloured by role (prompt / generated / observation): the decoded piece where the
+ * spans give one (whitespace shown), else the id; the id, mask and logprob on hover.
+ */
+export function TokenStrip({
+  cells,
+  testId,
+  text,
+}: {
+  cells: TokenCell[];
+  testId?: string;
+  text?: ReadonlyMap<number, string>;
+}) {
   return (
     <div class="tokens" data-testid={testId}>
-      {cells.map((c) => (
-        <span
-          key={c.index}
-          class={`tok tok-${c.role}`}
-          data-mask={c.mask ?? ""}
-          title={`#${c.index} id ${c.id} · ${c.role}${c.mask !== null ? ` · mask ${c.mask}` : ""}${c.logprob !== null ? ` · logprob ${c.logprob.toFixed(3)}` : ""}`}
-        >
-          {c.id}
-        </span>
-      ))}
+      {cells.map((c) => {
+        const piece = text?.get(c.id);
+        return (
+          <span
+            key={c.index}
+            class={`tok tok-${c.role}${piece === undefined ? " tok-id" : ""}`}
+            data-mask={c.mask ?? ""}
+            data-id={c.id}
+            title={`#${c.index} id ${c.id}${piece !== undefined ? ` ${JSON.stringify(piece)}` : ""} · ${c.role}${c.mask !== null ? ` · mask ${c.mask}` : ""}${c.logprob !== null ? ` · logprob ${c.logprob.toFixed(3)}` : ""}`}
+          >
+            {piece === undefined ? c.id : showPiece(piece)}
+          </span>
+        );
+      })}
     </div>
   );
 }
@@ -134,8 +151,28 @@ export function LineChart({
         width: Math.max(280, host.current.clientWidth || 420),
         height: 220,
         title,
-        scales: { x: { time: false } },
-        axes: [{ label: "step" }, {}],
+        scales: { x: { time: false }, y: { range: (_u, min, max) => yRange(min, max) } },
+        axes: [
+          {
+            label: "step",
+            incrs: STEP_INCREMENTS,
+            values: (_u, splits) => {
+              const labels = splits.map(stepLabel);
+              if (host.current) host.current.dataset.xTicks = labels.filter((l) => l !== "").join("|");
+              return labels;
+            },
+          },
+          {
+            values: (_u, splits) => {
+              const labels = tickLabels(splits);
+              // The drawn labels, for people reading the DOM (and the browser tests): the canvas has no text.
+              if (host.current) host.current.dataset.yTicks = labels.join("|");
+              return labels;
+            },
+            // Room for the longest label: more decimals need a wider axis.
+            size: (_u, values) => 16 + 7 * Math.max(3, ...(values ?? []).map((v) => String(v).length)),
+          },
+        ],
         series: [
           { label: "step" },
           ...series.map((s, i) => ({

@@ -8,6 +8,7 @@ import {
   TripletsToTrajectories,
 } from "@agl/adapter";
 import type { Span, Triplet } from "@agl/core";
+import { tokenTextOf } from "./token-text.js";
 
 /** One LLM call of a rollout as the detail page shows it. */
 export interface LlmCallView {
@@ -34,9 +35,17 @@ export interface RolloutAnalysis {
   sequences: TrajectorySequence[];
   /** The adapter's diagnostics (trace-to-triplets, then triplets-to-trajectories). */
   diagnostics: Diagnostic[];
+  /** Text of the token ids the spans give text for (see tokenTextOf). */
+  tokenText: Map<number, string>;
 }
 
-const EMPTY: RolloutAnalysis = { calls: [], triplets: [], sequences: [], diagnostics: [] };
+const EMPTY: RolloutAnalysis = {
+  calls: [],
+  triplets: [],
+  sequences: [],
+  diagnostics: [],
+  tokenText: new Map(),
+};
 
 /**
  * Run @agl/adapter on a rollout's spans, exactly as a trainer would: every candidate LLM call (kept or
@@ -74,6 +83,7 @@ export function analyzeRollout(spans: readonly Span[]): RolloutAnalysis {
     triplets,
     sequences: trajectories.output,
     diagnostics: [...diagnostics.diagnostics, ...trajectories.diagnostics.diagnostics],
+    tokenText: tokenTextOf(spans),
   };
 }
 

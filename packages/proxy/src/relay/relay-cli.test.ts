@@ -1,4 +1,5 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { type MockLLMServer, startMockLLMServer } from "@agl/core/mock-llm";
 import OpenAI from "openai";
@@ -52,6 +53,29 @@ afterAll(async () => {
   await mock.close();
 });
 
+it("agl-relay-worker --version prints the package version; an unknown --log-level names the flag", () => {
+  const run = (args: string[]) =>
+    spawnSync(process.execPath, ["--import", "tsx", workerCli, ...args], {
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+  const version = run(["--version"]);
+  expect(version.status).toBe(0);
+  expect(version.stdout.trim()).toBe(
+    JSON.parse(readFileSync(fileURLToPath(new URL("../../package.json", import.meta.url)), "utf8")).version,
+  );
+  const bad = run([
+    "--proxy",
+    "ws://127.0.0.1:9",
+    "--upstream",
+    "http://127.0.0.1:9/v1",
+    "--log-level",
+    "loud",
+  ]);
+  expect(bad.status).not.toBe(0);
+  expect(bad.stderr).toMatch(/--log-level.*loud/);
+}, 180_000);
+
 it("flags: --relay needs a worker token; backends become optional with it", () => {
   expect(() => proxyOptionsFromArgs({ relay: true, backend: [] }, {})).toThrow(/worker-token/);
   expect(() => proxyOptionsFromArgs({ relay: false }, {})).toThrow(/--backend/);
@@ -70,12 +94,23 @@ it("agl-proxy --relay and agl-relay-worker: a call reaches the engine through th
     /listening on (http:\/\/\S+) /,
   );
   const url = proxy.match;
-  await spawnCli(
+  const worker = await spawnCli(
     workerCli,
-    ["--proxy", url.replace("http", "ws"), "--upstream", mock.baseURL, "--worker-id", "cli-w"],
-    /serving/,
+    [
+      "--proxy",
+      url.replace("http", "ws"),
+      "--upstream",
+      mock.baseURL,
+      "--worker-id",
+      "cli-w",
+      "--log-format",
+      "json",
+    ],
+    /^(\{.*"msg":"agl-relay-worker cli-w serving.*\})$/m,
     { AGL_RELAY_WORKER_TOKEN: TOKEN },
   );
+  // Under --log-format json the start line is a JSON log line too.
+  expect(JSON.parse(worker.match)).toMatchObject({ name: "agl-relay-worker", level: 30, worker_id: "cli-w" });
   const health = await (await fetch(`${url}/health`)).json();
   expect(health.backends.map((b: any) => b.url)).toEqual(["relay://cli-w/v1"]);
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "x", maxRetries: 0 });

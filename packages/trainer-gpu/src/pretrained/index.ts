@@ -27,7 +27,12 @@ export {
 } from "./load-policy.js";
 export { applyLora, type LoraOptions, loraScale, mergeLora } from "./lora.js";
 export type { LoraSettings } from "./lora-state.js";
-export { estimateMemory, type MemoryEstimate, type MemoryEstimateOptions } from "./memory.js";
+export {
+  estimateMemory,
+  type MemoryAssumptions,
+  type MemoryEstimate,
+  type MemoryEstimateOptions,
+} from "./memory.js";
 export {
   ADAPTER_CONFIG_FILE,
   ADAPTER_WEIGHTS_FILE,

@@ -159,11 +159,69 @@ describe("estimateMemory", () => {
       mode: "lora",
       loraRank: 16,
       loraTargetModules: ["q_proj", "v_proj"],
+      batchSize: 1,
+      seqLength: 512,
+      generationBatch: 8,
+      generationContext: 1024,
     });
     // q_proj: 16 x (896 + 896), v_proj: 16 x (896 + 128), per layer.
     expect(lora.trainableParameters).toBe(24 * 16 * (896 + 896 + 896 + 128));
     expect(lora.bytes.optimizer).toBe(2 * 4 * lora.trainableParameters);
     expect(lora.bytes.total).toBeLessThan(full.bytes.total);
+  });
+
+  it("defaults to the PPO trainer's own batch shape and says so; a ppo config or explicit numbers override it", () => {
+    const { arch } = parseHfConfig(QWEN25_05B);
+    const byDefault = estimateMemory(arch, { mode: "lora" });
+    // PPO's defaults: micro-batches of 64 rows, 512 + 256 tokens, 16 prompts x 8 samples generated at once.
+    expect(byDefault.assumptions).toMatchObject({
+      batchSize: 64,
+      seqLength: 768,
+      generationBatch: 128,
+      generationContext: 768,
+    });
+    expect(byDefault.assumptions.source.batchSize).toBe(
+      "PPO default actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    );
+    expect(byDefault.summary).toMatch(/micro-batch of 64 rows \(PPO default actor_rollout_ref/);
+    expect(byDefault.summary).toMatch(/^at least \d+\.\d GiB: /);
+    // The same numbers given explicitly give the same bytes: the defaults are nothing but these numbers.
+    const explicit = estimateMemory(arch, {
+      mode: "lora",
+      batchSize: 64,
+      seqLength: 768,
+      generationBatch: 128,
+      generationContext: 768,
+    });
+    expect(explicit.bytes).toEqual(byDefault.bytes);
+    expect(explicit.assumptions.source.batchSize).toBe("given");
+    // Independent arithmetic for the activations: per layer and token 4d + 2(q + 2kv) + q + 3*ffn floats,
+    // per layer 2 x B x heads x T^2 attention floats, and 2 x B x T x vocab for the logits.
+    const [B, T, d, q, kv, ffn, L, H, V] = [64, 768, 896, 896, 128, 4864, 24, 14, 151936];
+    const floats = L * (B * T * (4 * d + 2 * (q + 2 * kv) + q + 3 * ffn) + 2 * B * H * T * T) + 2 * B * T * V;
+    expect(byDefault.bytes.activations).toBe(floats * 4);
+    // Hundreds of GiB at PPO's default micro-batch: the old default (1 x 512) hid this.
+    expect(byDefault.bytes.total / 1024 ** 3).toBeGreaterThan(100);
+    // A user's PPO config supplies the shape.
+    const small = estimateMemory(arch, {
+      mode: "lora",
+      ppo: {
+        actor_rollout_ref: { actor: { ppo_micro_batch_size_per_gpu: 2 }, rollout: { n: 4 } },
+        data: { max_prompt_length: 100, max_response_length: 28, train_batch_size: 2 },
+      },
+    });
+    expect(small.assumptions).toMatchObject({
+      batchSize: 2,
+      seqLength: 128,
+      generationBatch: 8,
+      generationContext: 128,
+    });
+    expect(small.assumptions.source.batchSize).toBe(
+      "the PPO config's actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    );
+    // Per parameter: full fine-tuning with Adam is 16 bytes (weights, gradients, two moments) at float32.
+    const full = estimateMemory(arch, { mode: "full" });
+    expect(full.bytes.weights + full.bytes.gradients + full.bytes.optimizer).toBe(16 * 494_032_768);
   });
 
   it("agrees with the parameter counts of a loaded model, full and with LoRA", async () => {

@@ -1,5 +1,6 @@
 import type { Attempt, AttemptedRollout, Rollout, Span } from "@agl/core";
 import { useMemo, useState } from "preact/hooks";
+import { attemptError } from "../../view/attempt-error.js";
 import { formatDuration, formatReward, formatTime, preview } from "../../view/format.js";
 import { analyzeRollout } from "../../view/llm-calls.js";
 import { dataIdOf } from "../../view/rollout-rows.js";
@@ -75,6 +76,7 @@ export function RolloutDetailPage({
         </pre>
       </details>
       <AttemptsTable attempts={attempts} selected={attemptId} rolloutId={rolloutId} />
+      <AttemptErrorBox attempt={attempts.find((a) => a.attempt_id === attemptId)} />
       {spans.error && <ErrorState error={spans.error} onRetry={spans.reload} />}
       {!spans.error && !spans.data && attemptId && <p class="loading">Loading spans…</p>}
       {!attemptId && (
@@ -110,6 +112,7 @@ function AttemptsTable({
             <th>started</th>
             <th>duration</th>
             <th>last heartbeat</th>
+            <th>error</th>
           </tr>
         </thead>
         <tbody>
@@ -130,11 +133,49 @@ function AttemptsTable({
               <td>{formatTime(a.start_time)}</td>
               <td class="num">{formatDuration(a.end_time ? a.end_time - a.start_time : null)}</td>
               <td>{formatTime(a.last_heartbeat_time)}</td>
+              <td class="mono" data-testid="attempt-error-cell">
+                {attemptErrorLine(a)}
+              </td>
             </tr>
           ))}
         </tbody>
       </table>
     </>
+  );
+}
+
+function attemptErrorLine(attempt: Attempt): string {
+  const error = attemptError(attempt);
+  return error ? preview(`${error.type}: ${error.message}`, 80) : "";
+}
+
+/** Why the selected attempt failed (the runner's `metadata.error`), even when it left no spans. */
+function AttemptErrorBox({ attempt }: { attempt: Attempt | undefined }) {
+  const error = attempt ? attemptError(attempt) : null;
+  if (!attempt || !error) return null;
+  return (
+    <div class="state state-bad attempt-error" data-testid="attempt-error">
+      <h2>
+        Attempt {attempt.sequence_id} {attempt.status ?? "ended"}:{" "}
+        <span class="mono" data-testid="attempt-error-type">
+          {error.type}
+        </span>
+      </h2>
+      <p class="mono" data-testid="attempt-error-message">
+        {error.message}
+      </p>
+      {error.field && (
+        <p>
+          field <span class="mono">{error.field}</span>
+        </p>
+      )}
+      {error.stack && (
+        <details>
+          <summary>stack</summary>
+          <pre class="json">{error.stack}</pre>
+        </details>
+      )}
+    </div>
   );
 }
 

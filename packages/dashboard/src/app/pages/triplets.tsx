@@ -5,7 +5,7 @@ import { EmptyState, TokenStrip } from "../components.js";
 
 /** The adapter's output: triplets, trajectory rows with observation masks, and its diagnostics. */
 export function Triplets({ analysis }: { analysis: RolloutAnalysis }) {
-  const { triplets, sequences, diagnostics } = analysis;
+  const { triplets, sequences, diagnostics, tokenText } = analysis;
   return (
     <div data-testid="triplets">
       {diagnostics.length > 0 && (
@@ -27,6 +27,11 @@ export function Triplets({ analysis }: { analysis: RolloutAnalysis }) {
       ) : (
         <>
           <h3>Triplets</h3>
+          <p class="note" data-testid="token-text-note">
+            {tokenText.size > 0
+              ? `Tokens show their text where the spans record it (${tokenText.size} distinct ids); hover a token for its id.`
+              : "Tokens show as ids: these spans record no token text (the store has no tokenizer). Text appears when calls record per-token logprobs (logprobs.content), e.g. the proxy with captureBodies or top_logprobs."}
+          </p>
           {triplets.map((t, i) => {
             const cells = tripletTokens(t);
             const n = countRoles(cells);
@@ -39,7 +44,7 @@ export function Triplets({ analysis }: { analysis: RolloutAnalysis }) {
                   </span>{" "}
                   · reward {formatReward(t.reward ?? null)}
                 </header>
-                <TokenStrip cells={cells} testId="triplet-tokens" />
+                <TokenStrip cells={cells} testId="triplet-tokens" text={tokenText} />
               </article>
             );
           })}
@@ -61,7 +66,7 @@ export function Triplets({ analysis }: { analysis: RolloutAnalysis }) {
                   </span>{" "}
                   · reward {formatReward(s.reward)}
                 </header>
-                <TokenStrip cells={cells} testId="sequence-tokens" />
+                <TokenStrip cells={cells} testId="sequence-tokens" text={tokenText} />
               </article>
             );
           })}

@@ -1,0 +1,3 @@
+#!/usr/bin/env node
+// A committed launcher, so pnpm can link the bin at install time, before dist/ is built.
+import "../dist/relay-worker-cli.js";
