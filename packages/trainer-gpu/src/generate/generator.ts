@@ -4,6 +4,7 @@ import type { CausalLM } from "../model/causal-lm.js";
 import { IncrementalDecoder, type TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { BatchCache } from "./batch-cache.js";
 import type { GenerationEngine } from "./engine.js";
+import { allowedNextIds, sampleAllowed } from "./prefix-choices.js";
 import type { FinishReason, GeneratedToken, GenerateRequest, GenerateResult } from "./request.js";
 import { createRng, sampleToken, topLogprobs } from "./sampling.js";
 
@@ -283,11 +284,11 @@ export class Generator implements GenerationEngine {
   /** Sample the next token of `seq` from its logits and decide whether it is finished. */
   private accept(seq: Seq, logits: Float32Array): void {
     const r = seq.req;
-    const token: GeneratedToken = sampleToken(
-      logits,
-      { temperature: r.temperature ?? 1, topP: r.topP ?? 1, topK: r.topK ?? 0 },
-      seq.rng,
-    );
+    const params = { temperature: r.temperature ?? 1, topP: r.topP ?? 1, topK: r.topK ?? 0 };
+    const allowed = r.prefixChoices ? allowedNextIds(r.prefixChoices, seq.tokens) : null;
+    const token: GeneratedToken = allowed
+      ? sampleAllowed(logits, allowed, params, seq.rng)
+      : sampleToken(logits, params, seq.rng);
     if (r.topLogprobs) token.topLogprobs = topLogprobs(logits, r.topLogprobs);
     seq.tokens.push(token);
     seq.lastToken = token.id;
