@@ -85,7 +85,7 @@ describe("tool_choice on a random Hugging Face checkpoint (it never writes a cal
   });
 
   it('"required": every choice is a call to one of the tools; the model chose the tool, forced ids say so', async () => {
-    const res = await create({ tool_choice: "required", temperature: 1, seed: 11, n: 3 });
+    const res = await create({ tool_choice: "required", temperature: 1, top_p: 1, seed: 11, n: 3 });
     for (const choice of res.choices as Array<OpenAI.ChatCompletion.Choice & Ext>) {
       const calls = choice.message.tool_calls as OpenAI.ChatCompletionMessageFunctionToolCall[];
       expect(calls.length).toBeGreaterThanOrEqual(1);
