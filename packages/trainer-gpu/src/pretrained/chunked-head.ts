@@ -63,10 +63,21 @@ function planChunks(targets: Int32Array, vocab: number, maxElements: number): Ch
   });
 }
 
+/**
+ * Columns (`axis` 1) or rows (`axis` 0) `start..end` of `x`. A gather, not `tf.slice`: tfjs-wasm's slice
+ * reads the whole input back into JS to copy a part of it, which would copy the full head once per chunk.
+ */
+function range(x: tf.Tensor2D, c: Chunk, axis: 0 | 1): tf.Tensor2D {
+  const idx = tf.tensor1d(
+    Int32Array.from({ length: c.end - c.start }, (_, i) => c.start + i),
+    "int32",
+  );
+  return tf.gather(x, idx, axis);
+}
+
 /** Logits of one chunk, `h @ w[:, start:end] / temperature`. */
 function chunkLogits(h: tf.Tensor2D, w: tf.Tensor2D, c: Chunk, single: boolean, invT: number): tf.Tensor2D {
-  const d = w.shape[0];
-  const wc = single ? w : tf.slice(w, [0, c.start], [d, c.end - c.start]);
+  const wc = single ? w : range(w, c, 1);
   const z = tf.matMul(h, wc);
   return (invT === 1 ? z : tf.mul(z, invT)) as tf.Tensor2D;
 }
@@ -165,7 +176,7 @@ export function headLogProbs(
   targets: Int32Array,
   options: HeadLogProbsOptions = {},
 ): tf.Tensor2D {
-  const [N, d] = h.shape;
+  const N = h.shape[0];
   const V = w.shape[1];
   if (targets.length !== N) throw new Error(`headLogProbs: ${targets.length} targets for ${N} rows`);
   const temperature = options.temperature ?? 1;
@@ -199,7 +210,7 @@ export function headLogProbs(
           const next = tf.tidy(() => {
             const z = sLogits ?? chunkLogits(sh, sw, c, single, invT);
             const g = chunkGrad(z, c, s, aData, invT);
-            const wTc = single ? wT : tf.slice(wT, [c.start, 0], [c.end - c.start, d]);
+            const wTc = single ? wT : range(wT, c, 0);
             const part = tf.matMul(g, wTc);
             return { dh: dh ? tf.add(dh, part) : part, dw: tf.matMul(hT, g) };
           });
