@@ -252,6 +252,9 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       if (val.length === 0) return null;
       const t0 = performance.now();
       const count = Math.min(c.data.val_batch_size ?? val.length, val.length);
+      const total = count * rollout.val_kwargs.n;
+      logger.info(`PPO: validation at step ${atStep}: ${total} rollouts`);
+      let lastLog = t0;
       const collected = await collectRollouts({
         store,
         adapter,
@@ -265,6 +268,15 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
         dataIdOf: (i) => `val-${atStep}-${i}`,
         signal: stop.signal,
         beforeAdapt: () => proxy.flush(),
+        // A slow agent (or one generating to the context limit) must show up in the log, not as silence.
+        onProgress: (ended, all) => {
+          const now = performance.now();
+          if (ended < all && now - lastLog < 10_000) return;
+          lastLog = now;
+          logger.info(
+            `PPO: validation at step ${atStep}: ${ended}/${all} rollouts ended (${((now - t0) / 1000).toFixed(1)} s)`,
+          );
+        },
       });
       const result = summarize(collected, threshold);
       log.record(atStep, {
