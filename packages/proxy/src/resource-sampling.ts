@@ -24,12 +24,16 @@ const MAX_CACHED = 10_000;
  * tighter than the resource's `max_tokens`. So a trainer's limits hold for an agent that forwards none of
  * them, whatever engine is behind the proxy.
  *
- * Resources are immutable once published, so a rollout's answer is cached (one store read per rollout;
- * concurrent calls share it). A rollout without `resources_id` follows the latest resources (not cached).
- * A store failure answers null (the call goes out unchanged and the warning is logged once).
+ * Resources are immutable once published: a rollout's `resources_id` is read once (concurrent calls
+ * share the read) and each resource set's parameters once. A rollout without `resources_id` follows the
+ * latest resources (read per call). A store failure or an unknown rollout answers null (the call goes out
+ * unchanged; the warning is logged once).
  */
 export class ResourceSampling {
-  private readonly cache = new Map<string, Promise<ResourceSamplingParameters | null>>();
+  /** A rollout's `resources_id` (null: it follows the latest resources); one store read per rollout. */
+  private readonly rollouts = new Map<string, Promise<string | null>>();
+  /** Published resources never change, so their parameters are cached by id. */
+  private readonly byResources = new Map<string, Promise<ResourceSamplingParameters | null>>();
   private warned = false;
 
   constructor(
@@ -47,30 +51,23 @@ export class ResourceSampling {
       : null;
   }
 
-  parametersFor(rolloutId: string): Promise<ResourceSamplingParameters | null> {
-    let hit = this.cache.get(rolloutId);
-    if (!hit) {
-      hit = this.fetch(rolloutId);
-      if (this.cache.size >= MAX_CACHED) this.cache.clear();
-      this.cache.set(rolloutId, hit);
-    }
-    return hit;
-  }
-
-  private async fetch(rolloutId: string): Promise<ResourceSamplingParameters | null> {
+  async parametersFor(rolloutId: string): Promise<ResourceSamplingParameters | null> {
     try {
-      const rollout = await this.store.getRolloutById(rolloutId);
-      if (!rollout) {
-        this.cache.delete(rolloutId);
-        return null;
+      const resourcesId = await cached(this.rollouts, rolloutId, async () => {
+        const rollout = await this.store.getRolloutById(rolloutId);
+        if (!rollout) throw new Error(`rollout ${rolloutId} not found`);
+        return rollout.resources_id;
+      });
+      if (resourcesId === null) {
+        const latest = await this.store.getLatestResources();
+        return latest ? pickParameters(latest.resources) : null;
       }
-      const update = rollout.resources_id
-        ? await this.store.getResourcesById(rollout.resources_id)
-        : await this.store.getLatestResources();
-      if (!rollout.resources_id) this.cache.delete(rolloutId);
-      return update ? pickParameters(update.resources) : null;
+      return await cached(this.byResources, resourcesId, async () => {
+        const update = await this.store.getResourcesById(resourcesId);
+        if (!update) throw new Error(`resources ${resourcesId} not found`);
+        return pickParameters(update.resources);
+      });
     } catch (error) {
-      this.cache.delete(rolloutId);
       if (!this.warned) {
         this.warned = true;
         this.log.warn(
@@ -80,6 +77,18 @@ export class ResourceSampling {
       return null;
     }
   }
+}
+
+/** `map`'s promise for `key`, created by `load` once; a failure is not cached (the next call retries). */
+function cached<T>(map: Map<string, Promise<T>>, key: string, load: () => Promise<T>): Promise<T> {
+  let hit = map.get(key);
+  if (!hit) {
+    hit = load();
+    if (map.size >= MAX_CACHED) map.clear();
+    map.set(key, hit);
+    hit.catch(() => map.delete(key));
+  }
+  return hit;
 }
 
 function pickParameters(resources: Record<string, unknown>): ResourceSamplingParameters | null {

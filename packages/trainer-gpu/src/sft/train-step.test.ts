@@ -43,16 +43,13 @@ beforeAll(async () => {
   await selectBackend({ log: () => {} });
 });
 
+/** A model small enough for finite differences (12 tokens, d=8, one layer). */
+const tinyModel = (seed: number) =>
+  PolicyModel.create({ vocabSize: 12, dModel: 8, nLayers: 1, nHeads: 2, contextLength: 8, seed });
+
 describe("trainStep", { timeout: 120_000 }, () => {
   it("returns the reference loss and moves the weights by -lr x the finite-difference gradient (SGD)", () => {
-    const model = PolicyModel.create({
-      vocabSize: 12,
-      dModel: 8,
-      nLayers: 1,
-      nHeads: 2,
-      contextLength: 8,
-      seed: 4,
-    });
+    const model = tinyModel(4);
     // Embedding entries of tokens that are inputs (3, 7, 5), so their gradients are not zero.
     const v = model.variable("tok_emb");
     const coords = [3 * 8 + 0, 7 * 8 + 3, 5 * 8 + 6];
@@ -85,14 +82,7 @@ describe("trainStep", { timeout: 120_000 }, () => {
   });
 
   it("transformers-style labels (-100 = no loss) train exactly like the mask; clipping bounds the step", () => {
-    const a = PolicyModel.create({
-      vocabSize: 12,
-      dModel: 8,
-      nLayers: 1,
-      nHeads: 2,
-      contextLength: 8,
-      seed: 5,
-    });
+    const a = tinyModel(5);
     const b = a.clone();
     const labels = ids.map((row, i) => row.map((id, t) => (mask[i]?.[t] ? id : -100)));
     const ra = trainStep(a, { inputIds: ids, mask, optimizer: tf.train.sgd(0.1) });
@@ -115,14 +105,7 @@ describe("trainStep", { timeout: 120_000 }, () => {
   });
 
   it("rejects bad input with InvalidArgumentError naming the field", () => {
-    const model = PolicyModel.create({
-      vocabSize: 12,
-      dModel: 8,
-      nLayers: 1,
-      nHeads: 2,
-      contextLength: 8,
-      seed: 6,
-    });
+    const model = tinyModel(6);
     const opt = tf.train.sgd(0.1);
     const field = (o: Parameters<typeof trainStep>[1]) => {
       try {
