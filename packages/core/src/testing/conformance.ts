@@ -16,6 +16,7 @@ import { queueTests } from "./conformance/queue.js";
 import { resourceAndWorkerTests } from "./conformance/resources-workers.js";
 import { spanTests } from "./conformance/spans.js";
 import { statusTests } from "./conformance/status.js";
+import { successTests } from "./conformance/success.js";
 import { waitTests } from "./conformance/wait.js";
 import { watchdogTests } from "./conformance/watchdog.js";
 import type { StoreFactory } from "./helpers.js";
@@ -36,6 +37,7 @@ export function describeStoreConformance(
   describe(`LightningStore conformance: ${name}`, () => {
     queueTests(factory);
     statusTests(factory);
+    successTests(factory);
     watchdogTests(factory, scale);
     spanTests(factory);
     queryTests(factory);

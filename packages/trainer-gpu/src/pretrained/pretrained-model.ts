@@ -6,7 +6,7 @@ import { BaseModelView } from "./base-view.js";
 import { DEFAULT_HEAD_CHUNK_ELEMENTS, headLogProbs } from "./chunked-head.js";
 import { decoderBlocks } from "./decoder.js";
 import type { ArchConfig } from "./hf-config.js";
-import { type LoraSettings, type LoraWeights, loraTrainables } from "./lora-state.js";
+import { type LoraSettings, type LoraWeights, loraTrainables, peftKey } from "./lora-state.js";
 import { RotaryCache } from "./rope.js";
 import type { FloatTensor } from "./safetensors.js";
 import { linearSites, matmulParameters, weightSpecs } from "./weights.js";
@@ -160,6 +160,24 @@ export class PretrainedModel implements CausalLM {
     return [...this.vars.keys()];
   }
 
+  /**
+   * `[name, variable]` under Hugging Face names, without the per-instance tfjs scope (`agl_hf_<n>/`) of
+   * `variable.name`: the base weights as in the checkpoint (`model.layers.0.self_attn.q_proj.weight`), then
+   * LoRA adapters as PEFT saves them (`base_model.model.<module>.lora_A.weight`). `{ trainable: true }`:
+   * only what an optimizer updates, in `trainableVariables` order. Values are in the model's layout: linear
+   * weights and adapters are `[in, out]`, the transpose of the file's `[out, in]`.
+   */
+  namedParameters(options: { trainable?: boolean } = {}): Array<[string, tf.Variable]> {
+    const adapters: Array<[string, tf.Variable]> = [...(this.lora?.weights ?? new Map()).entries()].flatMap(
+      ([path, w]) => [
+        [peftKey(path, "A"), w.a],
+        [peftKey(path, "B"), w.b],
+      ],
+    );
+    if (options.trainable && this.lora) return adapters;
+    return options.trainable ? [...this.vars.entries()] : [...this.vars.entries(), ...adapters];
+  }
+
   variable(name: string): tf.Variable {
     const v = this.vars.get(name);
     if (!v) throw new Error(`No weight "${name}"`);
@@ -292,13 +310,16 @@ export class PretrainedModel implements CausalLM {
     return tf.reshape(this.head(h), [B, T, this.config.vocabSize]);
   }
 
+  // Public methods return one tensor and free their intermediates (tidy also works under variableGrads).
   hidden(inputIds: IdsInput, attentionMask?: MaskInput): tf.Tensor3D {
-    const { h, B, T } = this.forwardHidden(inputIds, attentionMask, true);
-    return tf.reshape(h, [B, T, this.config.dModel]);
+    return tf.tidy(() => {
+      const { h, B, T } = this.forwardHidden(inputIds, attentionMask, true);
+      return tf.reshape(h, [B, T, this.config.dModel]);
+    });
   }
 
   logits(inputIds: IdsInput, attentionMask?: MaskInput): tf.Tensor3D {
-    return this.forwardLogits(inputIds, attentionMask, true);
+    return tf.tidy(() => this.forwardLogits(inputIds, attentionMask, true));
   }
 
   /**
