@@ -126,7 +126,14 @@ function torchBaseline(dir: string, reps: number): { result?: TorchResult; skipp
       encoding: "utf8",
       timeout: 600_000,
     });
-    if (run.status !== 0) return { skipped: `${python} ${script} failed: ${run.stderr.trim().slice(-300)}` };
+    if (run.status !== 0) {
+      const why = run.error
+        ? run.error.message
+        : run.signal
+          ? `killed by ${run.signal}`
+          : run.stderr.trim().slice(-300);
+      return { skipped: `${python} ${script} failed: ${why}` };
+    }
     return { result: JSON.parse(run.stdout.trim().split("\n").at(-1) as string) as TorchResult };
   }
   return { skipped: `no python3 with torch (tried ${candidates.join(", ")})` };

@@ -1,9 +1,9 @@
 /**
  * Scale on paper (issue 24): what fits where, from `estimateMemory` and training throughput measured on
- * the active backend for the sizes that train in minutes here, extrapolated by model FLOPs beyond. The
- * Qwen2.5 sizes use their published config.json shapes; the 0.5B row is measured on a one-layer slice
- * (every width and the full 151,936-token head, LoRA r16) and the other layers are added at the slice's
- * per-layer rate. GPU rows are an assumption stated in the report, not a measurement.
+ * the active backend for the sizes that train in minutes here (process CPU time: WASM is single-threaded),
+ * extrapolated beyond by LoRA training FLOPs at the 3.7M model's measured effective rate. The Qwen2.5
+ * sizes use their published config.json shapes. GPU rows are an assumption stated in the report, not a
+ * measurement.
  * Writes bench/results/scale.{json,md}.
  *
  *   pnpm exec tsx bench/scale.ts
@@ -13,7 +13,6 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
-  applyLora,
   estimateMemory,
   loadPretrained,
   type PretrainedModel,
@@ -45,7 +44,7 @@ const qwen25 = (o: Record<string, unknown>) => ({
 const SIZES: Array<{
   name: string;
   config: Record<string, unknown>;
-  measure: "full" | "lora-slice" | "none";
+  measure: "full" | "none";
 }> = [
   {
     name: "calc-agent's Qwen3 (d64, 2 layers, trimmed vocab 1,024)",
@@ -91,7 +90,7 @@ const SIZES: Array<{
       vocab_size: 151936,
       tie_word_embeddings: true,
     }),
-    measure: "lora-slice",
+    measure: "none",
   },
   {
     name: "Qwen2.5-1.5B",
@@ -146,11 +145,13 @@ async function stepMs(model: PretrainedModel, ids: number[][], reps: number): Pr
     loss?.dispose();
   };
   step();
+  // Process CPU time (user + system), not wall time: on a shared, loaded machine it is what one core gives.
   let best = Number.POSITIVE_INFINITY;
   for (let r = 0; r < reps; r++) {
-    const t0 = performance.now();
+    const c0 = process.cpuUsage();
     step();
-    best = Math.min(best, performance.now() - t0);
+    const c = process.cpuUsage(c0);
+    best = Math.min(best, (c.user + c.system) / 1000);
   }
   opt.dispose();
   return best;
@@ -164,7 +165,6 @@ async function main() {
   const load = loadavg()[0];
   const root = mkdtempSync(join(tmpdir(), "agl-bench-scale-"));
   const rows: Array<Record<string, unknown>> = [];
-  let sliceRate: { headMs: number; layerMs: number } | undefined;
   try {
     for (const size of SIZES) {
       const { arch } = parseHfConfig(size.config);
@@ -202,37 +202,6 @@ async function main() {
         const ms = await stepMs(model, ids, 2);
         measured = { mode: "full", tokensPerSecond: (BATCH * SEQ) / (ms / 1000), how: "measured" };
         model.dispose();
-      } else if (size.measure === "lora-slice") {
-        // One layer and two layers of the real widths: the difference is one layer's cost, the rest the
-        // head, embedding and optimizer; the full depth adds (layers - 1) more layers.
-        const times: number[] = [];
-        for (const layers of [1, 2]) {
-          const dir = join(root, `slice${layers}`);
-          await writeRandomCheckpoint(dir, {
-            family: "qwen2",
-            seed: 1,
-            vocabSize: arch.vocabSize,
-            hiddenSize: arch.hiddenSize,
-            intermediateSize: arch.intermediateSize,
-            numLayers: layers,
-            numHeads: arch.numHeads,
-            numKvHeads: arch.numKvHeads,
-            tieWordEmbeddings: true,
-            maxPositionEmbeddings: 1024,
-          });
-          const { model } = await loadPretrained(dir);
-          applyLora(model, { rank: 16, alpha: 32 });
-          times.push(await stepMs(model, ids, 1));
-          model.dispose();
-        }
-        const layerMs = Math.max(0, (times[1] as number) - (times[0] as number));
-        sliceRate = { headMs: (times[0] as number) - layerMs, layerMs };
-        const ms = sliceRate.headMs + arch.numLayers * layerMs;
-        measured = {
-          mode: "lora",
-          tokensPerSecond: (BATCH * SEQ) / (ms / 1000),
-          how: `1- and 2-layer slices measured (${(times[0] as number).toFixed(0)} / ${(times[1] as number).toFixed(0)} ms per step), ${arch.numLayers} layers extrapolated`,
-        };
       }
       rows.push({
         name: size.name,
@@ -251,10 +220,11 @@ async function main() {
   } finally {
     rmSync(root, { recursive: true, force: true });
   }
-  // The measured effective rate of the largest measured LoRA model extrapolates the unmeasured rows.
-  const ref = rows.find((r) => (r.measured as { mode?: string } | undefined)?.mode === "lora");
+  // The effective rate (model FLOP/s) of the measured row with the most dense parameters per token
+  // extrapolates the rows too large to train here.
+  const ref = rows.find((r) => r.name === SIZES[1]?.name);
   const refRate = ref
-    ? (ref.loraFlopsPerToken as number) * (ref.measured as { tokensPerSecond: number }).tokensPerSecond
+    ? (ref.fullFlopsPerToken as number) * (ref.measured as { tokensPerSecond: number }).tokensPerSecond
     : Number.NaN;
   const budget = WASM_HEAP_BYTES * 0.75;
   const table = rows.map((r) => {
@@ -283,7 +253,7 @@ async function main() {
     "",
     `Backend **${selection.label}**, ${cpus().length} cores, 1-min load average ${load?.toFixed(2)} at start (shared machine).`,
     "",
-    `Memory: \`estimateMemory\` for a micro-batch of ${MEM_BATCH} x ${MEM_SEQ} tokens (float32 weights, gradients, Adam, activations; LoRA r16 on all projections). "fits" = within 75% of the WASM heap's 4 GiB ceiling (the share \`fitMicroBatch\` plans with). Training tokens/s on WASM: one step of ${BATCH} x ${SEQ} tokens, best of 2, measured where marked, otherwise the 0.5B slice's effective FLOP rate applied to the model's LoRA training FLOPs (4 x frozen + 6 x adapter parameters + attention per token). GPU: an assumption, not a measurement — model FLOPs at 30% of an A100's float32 peak (${(GPU_FLOPS / 1e12).toFixed(1)} TFLOP/s effective; tfjs-node-gpu trains in float32), LoRA.`,
+    `Memory: \`estimateMemory\` for a micro-batch of ${MEM_BATCH} x ${MEM_SEQ} tokens (float32 weights, gradients, Adam, activations; LoRA r16 on all projections). "fits" = within 75% of the WASM heap's 4 GiB ceiling (the share \`fitMicroBatch\` plans with). Training tokens/s on WASM: one step of ${BATCH} x ${SEQ} tokens per process CPU second (one core; WASM is single-threaded), best of 2, measured where marked, otherwise the 3.7M model's effective FLOP rate applied to the model's LoRA training FLOPs (4 x frozen + 6 x adapter parameters + attention per token). GPU: an assumption, not a measurement — model FLOPs at 30% of an A100's float32 peak (${(GPU_FLOPS / 1e12).toFixed(1)} TFLOP/s effective; tfjs-node-gpu trains in float32), LoRA.`,
     "",
     "| model | params | full fine-tuning memory (WASM?) | LoRA memory (WASM?) | training tokens/s on WASM | training tokens/s, GPU (assumed) |",
     "|---|---:|---:|---:|---|---:|",

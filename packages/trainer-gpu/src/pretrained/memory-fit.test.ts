@@ -134,5 +134,5 @@ describe("training memory on the WASM heap", () => {
     } finally {
       m.dispose();
     }
-  }, 600_000);
+  }, 900_000);
 });
