@@ -20,6 +20,7 @@ import { forwardCall } from "./forward.js";
 import { header, openaiError, readBody, sendJson } from "./http-util.js";
 import type { ProxyLogger, ResolvedProxyOptions } from "./options.js";
 import type { PauseGate } from "./pause.js";
+import { applyResourceSampling, ResourceSampling } from "./resource-sampling.js";
 import { rewriteRequest, UpstreamRequest } from "./rewrite.js";
 import type { RouteMatch } from "./routes.js";
 import type { SessionRegistry } from "./sessions.js";
@@ -42,6 +43,8 @@ export class LLMCallHandler {
   private readonly history: ResponseHistory;
   /** Null when the store cannot look attempts up: scoped tokens then end only at their expiry. */
   private readonly liveness: AttemptLiveness | null;
+  /** Null when off or the store cannot read resources: calls keep their own sampling parameters. */
+  private readonly sampling: ResourceSampling | null;
 
   constructor(
     private readonly o: ResolvedProxyOptions,
@@ -58,6 +61,7 @@ export class LLMCallHandler {
     this.attributor = new Attributor(o.traceHeader, auth, sessions);
     this.directory = o.unknownAttempts === "reject" ? AttemptDirectory.for(o.store, log) : null;
     this.liveness = AttemptLiveness.for(o.store, log);
+    this.sampling = o.resourceSampling ? ResourceSampling.for(o.store, log) : null;
     const spans = o.store as Partial<SpanLookup>;
     this.history = new ResponseHistory({
       maxBytes: o.responseCacheBytes,
@@ -176,6 +180,10 @@ export class LLMCallHandler {
     }
     const isChat = match.op !== "completions";
     const clientModel = body.model;
+    if (attribution && this.sampling) {
+      const params = await this.sampling.parametersFor(attribution.rolloutId);
+      if (params) applyResourceSampling(body, params);
+    }
     const warning = rewriteRequest(body, isChat, attribution?.mode ?? null, this.o);
     if (warning) this.recorder.warnOnce(warning.key, warning.message);
     const stream = body.stream === true;

@@ -98,6 +98,12 @@ export const LLMProxyOptionsSchema = z.object({
   logprobs: z.boolean().default(true),
   /** Add `stream_options.include_usage` to streamed calls. */
   includeUsageInStreams: z.boolean().default(true),
+  /**
+   * Apply the sampling parameters of the LLM resource a call's rollout was given (its `proxy_llm`'s
+   * `sampling_parameters`, read from the store): the call's own temperature/top_p/top_k win, its
+   * max_tokens may only be tighter (see resource-sampling.ts). Needs a store that reads rollouts.
+   */
+  resourceSampling: z.boolean().default(true),
   /** Rewrites for the v1.0 path's `mode/{train|val}` (Agent Lightning v1.0 defaults). */
   modes: z
     .object({

@@ -98,7 +98,8 @@ describe("a scoped token lives only as long as its attempt", () => {
         Array.from({ length: 8 }, () => client.chat.completions.create({ model: "m", messages })),
       );
       expect(reads).toBeGreaterThanOrEqual(1);
-      expect(reads).toBeLessThanOrEqual(8);
+      // one per call at most for liveness, plus the one read of the rollout's resources_id (resource sampling)
+      expect(reads).toBeLessThanOrEqual(8 + 1);
       for (let i = 0; i < 3; i++) {
         await h.proxy.flush();
         await h.store.updateAttempt(rolloutId, attemptId, { status: "unresponsive" });

@@ -4,8 +4,10 @@ import type { CausalLM } from "../model/causal-lm.js";
 import { IncrementalDecoder, type TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { BatchCache } from "./batch-cache.js";
 import type { GenerationEngine } from "./engine.js";
+import { allowedNextIds, sampleAllowed } from "./prefix-choices.js";
 import type { FinishReason, GeneratedToken, GenerateRequest, GenerateResult } from "./request.js";
 import { createRng, sampleToken, topLogprobs } from "./sampling.js";
+import { modelSamplingDefaults, type SamplingDefaults } from "./sampling-defaults.js";
 
 /**
  * The generation engine: a dynamic-batching scheduler over one KV cache.
@@ -21,6 +23,11 @@ import { createRng, sampleToken, topLogprobs } from "./sampling.js";
 export interface GeneratorOptions {
   /** Most sequences decoded together (default 64). */
   maxBatchSize?: number;
+  /**
+   * Used when a request leaves a sampling field out. Default: the model's `generation_config.json`
+   * (`modelSamplingDefaults`; a checkpoint without one, or a `PolicyModel`, samples at temperature 1).
+   */
+  samplingDefaults?: SamplingDefaults;
 }
 
 interface Seq {
@@ -47,6 +54,7 @@ export class Generator implements GenerationEngine {
   private model: CausalLM;
   readonly tokenizer: TextTokenizer;
   readonly maxBatchSize: number;
+  readonly samplingDefaults: SamplingDefaults;
   private readonly eosIds: ReadonlySet<number>;
   private queue: Seq[] = [];
   private active: Seq[] = [];
@@ -63,6 +71,7 @@ export class Generator implements GenerationEngine {
     this.tokenizer = tokenizer;
     this.eosIds = new Set(tokenizer.eosIds);
     this.maxBatchSize = options.maxBatchSize ?? 64;
+    this.samplingDefaults = options.samplingDefaults ?? modelSamplingDefaults(model);
   }
 
   /** Increments every time weights are swapped through `swapWeights`. */
@@ -115,7 +124,7 @@ export class Generator implements GenerationEngine {
       const seq: Seq = {
         req: request,
         rng: createRng(request.seed ?? randomInt(2 ** 31)),
-        maxTokens: request.maxTokens ?? ctx,
+        maxTokens: Math.min(request.maxTokens ?? ctx, this.samplingDefaults.maxTokens ?? ctx),
         stop: (request.stop ?? []).filter((s) => s.length > 0),
         tokens: [],
         pos: request.promptIds.length,
@@ -283,11 +292,16 @@ export class Generator implements GenerationEngine {
   /** Sample the next token of `seq` from its logits and decide whether it is finished. */
   private accept(seq: Seq, logits: Float32Array): void {
     const r = seq.req;
-    const token: GeneratedToken = sampleToken(
-      logits,
-      { temperature: r.temperature ?? 1, topP: r.topP ?? 1, topK: r.topK ?? 0 },
-      seq.rng,
-    );
+    const d = this.samplingDefaults;
+    const params = {
+      temperature: r.temperature ?? d.temperature ?? 1,
+      topP: r.topP ?? d.topP ?? 1,
+      topK: r.topK ?? d.topK ?? 0,
+    };
+    const allowed = r.prefixChoices ? allowedNextIds(r.prefixChoices, seq.tokens) : null;
+    const token: GeneratedToken = allowed
+      ? sampleAllowed(logits, allowed, params, seq.rng)
+      : sampleToken(logits, params, seq.rng);
     if (r.topLogprobs) token.topLogprobs = topLogprobs(logits, r.topLogprobs);
     seq.tokens.push(token);
     seq.lastToken = token.id;

@@ -2,3 +2,4 @@ export * from "./engine.js";
 export * from "./generator.js";
 export * from "./request.js";
 export * from "./sampling.js";
+export * from "./sampling-defaults.js";

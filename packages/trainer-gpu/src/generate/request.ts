@@ -16,6 +16,12 @@ export interface GenerateParams {
   ignoreEos?: boolean;
   /** How many most-likely alternatives to report per token (raw distribution). */
   topLogprobs?: number;
+  /**
+   * Forced decoding: the output begins with one of these id sequences. While it is on them, each step
+   * samples only among the ids that keep it on one (an id that is the only one allowed is taken as is and
+   * marked `forced`); after one is complete, generation is free. Logprobs stay the model's raw ones.
+   */
+  prefixChoices?: readonly (readonly number[])[];
 }
 
 export interface GenerateRequest extends GenerateParams {
@@ -34,6 +40,8 @@ export interface TokenEvent {
 
 export interface GeneratedToken extends SampledToken {
   topLogprobs?: Array<{ id: number; logprob: number }>;
+  /** The id was the only one `prefixChoices` allowed: the model did not choose it (`samplingLogprob` 0). */
+  forced?: boolean;
 }
 
 export type FinishReason = "stop" | "length" | "abort";

@@ -98,6 +98,11 @@ export class PolicyModel implements CausalLM {
     return [...this.vars.keys()];
   }
 
+  /** `[name, variable]` of every weight, in `trainableVariables` order (all are trainable). */
+  namedParameters(_options: { trainable?: boolean } = {}): Array<[string, tf.Variable]> {
+    return [...this.vars.entries()];
+  }
+
   variable(name: string): tf.Variable {
     const v = this.vars.get(name);
     if (!v) throw new Error(`No weight "${name}"`);
@@ -238,14 +243,21 @@ export class PolicyModel implements CausalLM {
 
   /** Final-layer hidden states `[B,T,d]` (for value heads). */
   hidden(inputIds: IdsInput, attentionMask?: MaskInput): tf.Tensor3D {
-    const { h, B, T } = this.forwardHidden(inputIds, attentionMask);
-    return tf.reshape(h, [B, T, this.config.dModel]);
+    return tf.tidy(() => {
+      const { h, B, T } = this.forwardHidden(inputIds, attentionMask);
+      return tf.reshape(h, [B, T, this.config.dModel]);
+    });
   }
 
-  /** Next-token logits `[B,T,V]` for every position. Differentiable; call inside tf.tidy / variableGrads. */
+  /**
+   * Next-token logits `[B,T,V]` for every position. Differentiable. Like every public method it frees its
+   * intermediates (tidy also works under variableGrads): the caller owns and disposes only the result.
+   */
   logits(inputIds: IdsInput, attentionMask?: MaskInput): tf.Tensor3D {
-    const { h, B, T } = this.forwardHidden(inputIds, attentionMask);
-    return tf.reshape(mm(h, this.head()), [B, T, this.config.vocabSize]);
+    return tf.tidy(() => {
+      const { h, B, T } = this.forwardHidden(inputIds, attentionMask);
+      return tf.reshape(mm(h, this.head()), [B, T, this.config.vocabSize]);
+    });
   }
 
   /**
@@ -284,7 +296,7 @@ export class PolicyModel implements CausalLM {
   ): { logProbs: tf.Tensor2D; entropy?: tf.Tensor2D } {
     const rows = toRows(inputIds);
     if ((rows[0]?.length ?? 0) < 2) throw new Error("tokenLogProbs needs sequences of at least 2 tokens");
-    return targetLogProbs(this.logits(rows, attentionMask), rows, temperature, withEntropy);
+    return tf.tidy(() => targetLogProbs(this.logits(rows, attentionMask), rows, temperature, withEntropy));
   }
 
   /**

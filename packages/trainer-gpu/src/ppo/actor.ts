@@ -19,6 +19,15 @@ export interface TrainablePolicy {
   /** Logits `[B, L, V]` for token ids `[B, L]` (int32), causal. */
   logits(ids: tf.Tensor2D): tf.Tensor3D;
   readonly trainableVariables: readonly tf.Variable[];
+  /**
+   * Optional fast path: log-probs and entropies of `ids[:, 1:]` at `temperature` (with `raw`, also the
+   * log-probs at temperature 1) computed without materialising the `[B, L, V]` logits. Hugging Face
+   * models provide it; with a large vocabulary it is what keeps a micro-batch within memory.
+   */
+  tokenScores?(
+    ids: tf.Tensor2D,
+    options: { temperature?: number; raw?: boolean },
+  ): { logProbs: tf.Tensor2D; entropy: tf.Tensor2D; raw?: tf.Tensor2D };
 }
 
 function chunks<T>(items: readonly T[], size: number): T[][] {
@@ -54,6 +63,10 @@ function forward(
 ): Forwarded {
   return tf.tidy(() => {
     const ids = tf.tensor2d(packed.ids, [packed.batchSize, packed.length], "int32");
+    if (policy.tokenScores) {
+      const s = policy.tokenScores(ids, { temperature, raw: withRaw && temperature !== 1 });
+      return { logprobs: s.logProbs, entropy: s.entropy, raw: temperature === 1 ? undefined : s.raw };
+    }
     const logits = policy.logits(ids);
     const [B, L, V] = logits.shape;
     const shifted = tf.slice(logits, [0, 0, 0], [B, L - 1, V]) as tf.Tensor3D;

@@ -33,8 +33,9 @@ import {
 
 export type { ValidationResult } from "./run-support.js";
 
+import { fitMicroBatch } from "../pretrained/memory-fit.js";
 import { type PolicyBundle, type ServeFn, servePolicy } from "./serving.js";
-import { mapStepRewards, ppoUpdate, type RewardMapper } from "./step.js";
+import { mapStepRewards, microBatchFitOptions, ppoUpdate, type RewardMapper } from "./step.js";
 import { ValueHead } from "./value-head.js";
 
 export interface PPOOptions {
@@ -144,6 +145,16 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       eps: optim.eps,
       weightDecay: optim.weight_decay,
     });
+    // Before any rollout: the actor's micro-batch at the longest allowed row must fit in memory (the WASM
+    // heap); ppoUpdate shrinks it per update when needed, and a single row that cannot fit fails here.
+    const fit = fitMicroBatch(
+      model,
+      microBatchFitOptions(c, c.data.max_prompt_length + c.data.max_response_length, 0),
+    );
+    if (fit.rows < c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu)
+      logger.warn(
+        `ppo: micro-batches of ${fit.rows} rows at the longest rows (${c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu} would not fit in memory)`,
+      );
     const valueHead =
       c.algorithm.adv_estimator === "gae"
         ? new ValueHead(model.config.dModel, c.critic.hidden_size, c.trainer.seed)
@@ -241,6 +252,9 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       if (val.length === 0) return null;
       const t0 = performance.now();
       const count = Math.min(c.data.val_batch_size ?? val.length, val.length);
+      const total = count * rollout.val_kwargs.n;
+      logger.info(`PPO: validation at step ${atStep}: ${total} rollouts`);
+      let lastLog = t0;
       const collected = await collectRollouts({
         store,
         adapter,
@@ -254,6 +268,15 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
         dataIdOf: (i) => `val-${atStep}-${i}`,
         signal: stop.signal,
         beforeAdapt: () => proxy.flush(),
+        // A slow agent (or one generating to the context limit) must show up in the log, not as silence.
+        onProgress: (ended, all) => {
+          const now = performance.now();
+          if (ended < all && now - lastLog < 10_000) return;
+          lastLog = now;
+          logger.info(
+            `PPO: validation at step ${atStep}: ${ended}/${all} rollouts ended (${((now - t0) / 1000).toFixed(1)} s)`,
+          );
+        },
       });
       const result = summarize(collected, threshold);
       log.record(atStep, {

@@ -41,6 +41,8 @@ export interface CollectOptions<T> {
    * after the agent has its answer, so an agent can finish before its last span is in the store.
    */
   beforeAdapt?: () => Promise<void>;
+  /** Called whenever rollouts have ended, with how many of the total have. */
+  onProgress?: (ended: number, total: number) => void;
 }
 
 export interface CollectedRollout extends RolloutTriplets {
@@ -91,6 +93,7 @@ export async function collectRollouts<T>(o: CollectOptions<T>): Promise<Collecte
         pending.delete(r.rollout_id);
         finished.set(r.rollout_id, r);
       }
+      if (done.length > 0) o.onProgress?.(finished.size, enqueued.length);
     }
   } catch (error) {
     // Leave nothing queued behind: an aborted step's rollouts must not run later on new weights.

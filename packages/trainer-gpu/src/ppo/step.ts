@@ -2,6 +2,7 @@ import { InvalidArgumentError } from "@agl/core";
 import type { CausalLM } from "../model/causal-lm.js";
 import { policyLogprobs, runActorUpdate } from "../parallel/data-parallel.js";
 import type { PolicyWorkers } from "../parallel/pool.js";
+import { type FitOptions, fitMicroBatch } from "../pretrained/memory-fit.js";
 import { computeLogprobs, type RowTensors, scoringTemperature } from "./actor.js";
 import { computeAdvantages, zeroVarianceGroups } from "./advantages.js";
 import { selectRows } from "./batch.js";
@@ -83,6 +84,26 @@ export function mapStepRewards(
   return new Map(ids.map((id, i) => [id, mapped[i]!]));
 }
 
+/**
+ * The memory check of the actor's micro-batch (see `fitMicroBatch`): `ppo_micro_batch_size_per_gpu` rows
+ * of `seqLength` tokens, shrunk when they would not fit (gradient accumulation gives the same update).
+ * `optimizerSlots` is 0 here: AdamW creates its moments when the trainer starts.
+ */
+export function microBatchFitOptions(
+  config: PPOConfig,
+  seqLength: number,
+  optimizerSlots: number,
+): FitOptions {
+  return {
+    rows: config.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu,
+    seqLength,
+    option: "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    fixed: false,
+    lengthOption: "data.max_prompt_length + data.max_response_length",
+    optimizerSlots,
+  };
+}
+
 export async function ppoUpdate(
   rollouts: readonly CollectedRollout[],
   config: PPOConfig,
@@ -131,7 +152,9 @@ export async function ppoUpdate(
   const needOld =
     actor.ppo_epochs > 1 || rows.length > miniBatchRows(config) || actor.tis_imp_ratio_cap != null;
   const needRef = models.reference != null && (actor.use_kl_loss || algo.use_kl_in_reward);
-  const micro = actor.ppo_micro_batch_size_per_gpu;
+  // As many rows per micro-batch as configured, or fewer when this update's longest row would not fit.
+  const longest = Math.max(...rows.map((r) => r.promptIds.length + r.responseIds.length));
+  const micro = fitMicroBatch(models.policy, microBatchFitOptions(config, longest, 0)).rows;
   // Old, reference and current log-probs are all taken at the sampling temperature (see scoringTemperature).
   const temperature = scoringTemperature(config.actor_rollout_ref.rollout.temperature);
   let t0 = performance.now();

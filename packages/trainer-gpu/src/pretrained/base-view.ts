@@ -39,6 +39,16 @@ export class BaseModelView implements CausalLM {
     const r = this.model.logProbs(ids, mask, o.temperature ?? 1, true, false);
     return { logProbs: r.logProbs, entropy: r.entropy as tf.Tensor2D };
   }
+  /** Log-probs and entropies of `ids[:, 1:]` without the adapters (see `PretrainedModel.tokenScores`). */
+  tokenScores(ids: IdsInput, o: { temperature?: number; raw?: boolean } = {}) {
+    const r = this.model.scores(ids, undefined, {
+      temperature: o.temperature ?? 1,
+      entropy: true,
+      raw: o.raw,
+      adapters: false,
+    });
+    return { logProbs: r.logProbs, entropy: r.entropy as tf.Tensor2D, raw: r.raw };
+  }
   prefill(ids: readonly number[]) {
     return this.model.prefillWith([ids], false);
   }

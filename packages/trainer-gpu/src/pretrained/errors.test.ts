@@ -158,6 +158,41 @@ describe("corrupted or mismatched checkpoints fail with a typed error naming fil
     await expectLoadError(dir, "invalid_header", "model.safetensors");
   });
 
+  it("a file that is not safetensors at all says so, without printing garbage as a length", async () => {
+    const dir = await copyOf(good);
+    // e.g. an HTML error page or a git-lfs pointer saved as model.safetensors
+    await writeFile(
+      join(dir, "model.safetensors"),
+      "version https://git-lfs.github.com/spec/v1\noid sha256:00\n",
+    );
+    const e = await expectLoadError(dir, "invalid_header", "model.safetensors");
+    expect(e.message).toContain("not a safetensors file");
+    expect(e.message).toContain('text "version "');
+    expect(e.message).toContain("76 65 72 73 69 6f 6e 20");
+    // No number of 16+ digits (a 64-bit garbage length printed through a double).
+    expect(e.message).not.toMatch(/\d{16,}/);
+    const zero = Buffer.alloc(16);
+    await writeFile(join(dir, "model.safetensors"), zero);
+    expect((await expectLoadError(dir, "invalid_header", "model.safetensors")).message).toContain(
+      "00 00 00 00",
+    );
+  });
+
+  it("a malformed header entry names the tensor and the field", async () => {
+    const dir = await copyOf(good);
+    const file = join(dir, "model.safetensors");
+    const raw = await readFile(file);
+    const len = Number(raw.readBigUInt64LE(0));
+    const header = raw.subarray(8, 8 + len).toString("utf8");
+    const patched = header.replace(/("model\.norm\.weight":\{"dtype":"F32","shape":)\[(\d+)\]/, '$1["$2"]');
+    expect(patched).not.toBe(header);
+    const lenBuf = Buffer.alloc(8);
+    lenBuf.writeBigUInt64LE(BigInt(patched.length));
+    await writeFile(file, Buffer.concat([lenBuf, Buffer.from(patched), raw.subarray(8 + len)]));
+    const e = await expectLoadError(dir, "invalid_header", "model.safetensors", "model.norm.weight");
+    expect(e.message).toMatch(/field shape\.0: /);
+  });
+
   it("a tensor the config does not explain (llama config over qwen2 weights)", async () => {
     const dir = await copyOf(good);
     await editConfig(dir, (c) => {

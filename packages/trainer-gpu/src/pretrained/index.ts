@@ -1,4 +1,5 @@
 export { BaseModelView } from "./base-view.js";
+export { DEFAULT_HEAD_CHUNK_ELEMENTS, headLogProbs } from "./chunked-head.js";
 export { PretrainedCheckpointError, type PretrainedErrorCode } from "./errors.js";
 export {
   type ExportDtype,
@@ -34,13 +35,21 @@ export {
   type MemoryEstimateOptions,
 } from "./memory.js";
 export {
+  type FitOptions,
+  fitMicroBatch,
+  type MicroBatchFit,
+  TrainingMemoryError,
+  trainingStepBytes,
+  WASM_HEAP_BYTES,
+} from "./memory-fit.js";
+export {
   ADAPTER_CONFIG_FILE,
   ADAPTER_WEIGHTS_FILE,
   type ExportPeftOptions,
   exportPeftAdapter,
   loadPeftAdapter,
 } from "./peft.js";
-export { PretrainedModel, type PretrainedModelOptions } from "./pretrained-model.js";
+export { PretrainedModel, type PretrainedModelOptions, type TokenScores } from "./pretrained-model.js";
 export {
   type RandomCheckpointOptions,
   randomCheckpointConfig,

@@ -24,3 +24,11 @@ export interface LoraWeights {
 export function loraTrainables(weights: ReadonlyMap<string, LoraWeights>): tf.Variable[] {
   return [...weights.values()].flatMap((w) => [w.a, w.b]);
 }
+
+/** Where PEFT's adapter files put a module's adapters: `base_model.model.<module path>`. */
+export const PEFT_PREFIX = "base_model.model.";
+
+/** A module's adapter weight under its PEFT name (`…q_proj.lora_A.weight`). */
+export function peftKey(path: string, which: "A" | "B"): string {
+  return `${PEFT_PREFIX}${path}.lora_${which}.weight`;
+}

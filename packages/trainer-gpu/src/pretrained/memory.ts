@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { type PPOConfigInput, parsePPOConfig } from "../ppo/config.js";
+import { DEFAULT_HEAD_CHUNK_ELEMENTS } from "./chunked-head.js";
 import type { ArchConfig } from "./hf-config.js";
 import { LINEAR_MODULES, linearSites, weightSpecs } from "./weights.js";
 
@@ -126,10 +127,12 @@ export function estimateMemory(arch: ArchConfig, options: MemoryEstimateOptions 
   const q = arch.numHeads * arch.headDim;
   const kv = arch.numKvHeads * arch.headDim;
   // Per layer and token: norms, q/k/v (+ rotated copies), attention output, MLP gate/up/act, residuals;
-  // plus the per-head T x T scores and probabilities. Logits and log-softmax over the vocabulary at the end.
+  // plus the per-head T x T scores and probabilities. At the end the head's logits and log-softmax, which
+  // training computes in vocabulary chunks (chunked-head.ts): a few chunks' temporaries at most.
   const perTokenLayer = 4 * d + 2 * (q + 2 * kv) + q + 3 * arch.intermediateSize;
   const scores = 2 * batchSize * arch.numHeads * seqLength * seqLength;
-  const activations = (arch.numLayers * (N * perTokenLayer + scores) + 2 * N * arch.vocabSize) * b;
+  const head = Math.min(2 * N * arch.vocabSize, 10 * DEFAULT_HEAD_CHUNK_ELEMENTS);
+  const activations = (arch.numLayers * (N * perTokenLayer + scores) + head) * b;
   const bytes = {
     weights: parameters * b,
     adapters: adapterParams * b,

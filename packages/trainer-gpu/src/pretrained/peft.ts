@@ -5,6 +5,7 @@ import { z } from "zod";
 import { PretrainedCheckpointError } from "./errors.js";
 import { readJsonFile } from "./load.js";
 import { applyLora } from "./lora.js";
+import { peftKey } from "./lora-state.js";
 import type { PretrainedModel } from "./pretrained-model.js";
 import { type FloatTensor, readSafetensors, readSafetensorsHeader, writeSafetensors } from "./safetensors.js";
 import { LINEAR_MODULES, type LinearModule } from "./weights.js";
@@ -18,7 +19,6 @@ import { LINEAR_MODULES, type LinearModule } from "./weights.js";
 
 export const ADAPTER_CONFIG_FILE = "adapter_config.json";
 export const ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors";
-const PEFT_PREFIX = "base_model.model.";
 
 export interface ExportPeftOptions {
   /** Hub id or path of the base model, written to `base_model_name_or_path` (default: the source dir). */
@@ -36,9 +36,7 @@ export const AdapterConfigSchema = z.looseObject({
   base_model_name_or_path: z.string().nullish(),
 });
 
-export function peftKey(path: string, which: "A" | "B"): string {
-  return `${PEFT_PREFIX}${path}.lora_${which}.weight`;
-}
+export { peftKey };
 
 /** The adapter tensors under their PEFT names (`lora_A [r,in]`, `lora_B [out,r]`). */
 export function peftTensors(model: PretrainedModel): Map<string, FloatTensor> {

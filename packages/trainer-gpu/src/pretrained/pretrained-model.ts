@@ -1,11 +1,12 @@
 import * as tf from "@tensorflow/tfjs";
-import { batchInputs, CausalMasks, checkLength, targetLogProbs, toRows } from "../model/batch-inputs.js";
+import { batchInputs, CausalMasks, checkLength, toRows } from "../model/batch-inputs.js";
 import type { CausalLM, IdsInput, LayerKV, MaskInput } from "../model/causal-lm.js";
 import { embedRows, mm } from "../model/ops.js";
 import { BaseModelView } from "./base-view.js";
+import { DEFAULT_HEAD_CHUNK_ELEMENTS, headLogProbs } from "./chunked-head.js";
 import { decoderBlocks } from "./decoder.js";
 import type { ArchConfig } from "./hf-config.js";
-import { type LoraSettings, type LoraWeights, loraTrainables } from "./lora-state.js";
+import { type LoraSettings, type LoraWeights, loraTrainables, peftKey } from "./lora-state.js";
 import { RotaryCache } from "./rope.js";
 import type { FloatTensor } from "./safetensors.js";
 import { linearSites, matmulParameters, weightSpecs } from "./weights.js";
@@ -36,6 +37,14 @@ export interface PretrainedModelConfig {
   readonly nLayers: number;
 }
 
+/** Per-token scores of `ids[:, 1:]`, `[B, T-1]` each. */
+export type TokenScores = {
+  logProbs: tf.Tensor2D;
+  entropy?: tf.Tensor2D;
+  /** Log-probs at temperature 1 (the same tensor as `logProbs` when the temperature is 1). */
+  raw?: tf.Tensor2D;
+};
+
 let nextInstance = 0;
 
 export class PretrainedModel implements CausalLM {
@@ -54,6 +63,11 @@ export class PretrainedModel implements CausalLM {
   /** Transposed tied embedding (frozen embeddings only), with the data it was computed from. */
   private headT: { dataId: object; tensor: tf.Tensor } | undefined;
   private disposed = false;
+  /**
+   * Most logits the log-prob path materialises at once (see chunked-head.ts); lower it to cut peak memory
+   * with a large vocabulary, at the cost of more, smaller head matmuls.
+   */
+  headChunkElements = DEFAULT_HEAD_CHUNK_ELEMENTS;
 
   /** `value(name)` returns each weight in the in-memory layout (linear weights `[in, out]`). */
   constructor(
@@ -146,6 +160,24 @@ export class PretrainedModel implements CausalLM {
     return [...this.vars.keys()];
   }
 
+  /**
+   * `[name, variable]` under Hugging Face names, without the per-instance tfjs scope (`agl_hf_<n>/`) of
+   * `variable.name`: the base weights as in the checkpoint (`model.layers.0.self_attn.q_proj.weight`), then
+   * LoRA adapters as PEFT saves them (`base_model.model.<module>.lora_A.weight`). `{ trainable: true }`:
+   * only what an optimizer updates, in `trainableVariables` order. Values are in the model's layout: linear
+   * weights and adapters are `[in, out]`, the transpose of the file's `[out, in]`.
+   */
+  namedParameters(options: { trainable?: boolean } = {}): Array<[string, tf.Variable]> {
+    const adapters: Array<[string, tf.Variable]> = [...(this.lora?.weights ?? new Map()).entries()].flatMap(
+      ([path, w]) => [
+        [peftKey(path, "A"), w.a],
+        [peftKey(path, "B"), w.b],
+      ],
+    );
+    if (options.trainable && this.lora) return adapters;
+    return options.trainable ? [...this.vars.entries()] : [...this.vars.entries(), ...adapters];
+  }
+
   variable(name: string): tf.Variable {
     const v = this.vars.get(name);
     if (!v) throw new Error(`No weight "${name}"`);
@@ -233,19 +265,24 @@ export class PretrainedModel implements CausalLM {
   }
 
   /**
-   * Output logits. A tied head is `h @ E^T`; WASM's transpose-flag matmul is very slow for this product
-   * (the largest of the model), so `E` is transposed explicitly: inside the tape while `E` is trainable
-   * (its gradient must flow), otherwise from a copy cached until `E`'s data changes.
+   * The output head as a `[d, V]` matrix. A tied head is `E^T`; WASM's transpose-flag matmul is very slow
+   * for this product (the largest of the model), so `E` is transposed explicitly: inside the tape while `E`
+   * is trainable (its gradient must flow), otherwise from a copy cached until `E`'s data changes.
    */
-  private head(h: tf.Tensor): tf.Tensor2D {
-    if (!this.arch.tieWordEmbeddings) return mm(h, this.variable("lm_head.weight")) as tf.Tensor2D;
+  private headWeight(): tf.Tensor2D {
+    if (!this.arch.tieWordEmbeddings) return this.variable("lm_head.weight") as tf.Tensor2D;
     const e = this.variable("model.embed_tokens.weight");
-    if (e.trainable) return mm(h, tf.transpose(e)) as tf.Tensor2D;
+    if (e.trainable) return tf.transpose(e) as tf.Tensor2D;
     if (this.headT?.dataId !== e.dataId) {
       this.headT?.tensor.dispose();
       this.headT = { dataId: e.dataId, tensor: tf.keep(tf.transpose(e)) };
     }
-    return mm(h, this.headT.tensor) as tf.Tensor2D;
+    return this.headT.tensor as tf.Tensor2D;
+  }
+
+  /** Output logits `[rows, V]` of hidden states `h [rows, d]`. */
+  private head(h: tf.Tensor): tf.Tensor2D {
+    return mm(h, this.headWeight()) as tf.Tensor2D;
   }
 
   private embed(ids: Int32Array): tf.Tensor2D {
@@ -273,13 +310,56 @@ export class PretrainedModel implements CausalLM {
     return tf.reshape(this.head(h), [B, T, this.config.vocabSize]);
   }
 
+  // Public methods return one tensor and free their intermediates (tidy also works under variableGrads).
   hidden(inputIds: IdsInput, attentionMask?: MaskInput): tf.Tensor3D {
-    const { h, B, T } = this.forwardHidden(inputIds, attentionMask, true);
-    return tf.reshape(h, [B, T, this.config.dModel]);
+    return tf.tidy(() => {
+      const { h, B, T } = this.forwardHidden(inputIds, attentionMask, true);
+      return tf.reshape(h, [B, T, this.config.dModel]);
+    });
   }
 
   logits(inputIds: IdsInput, attentionMask?: MaskInput): tf.Tensor3D {
-    return this.forwardLogits(inputIds, attentionMask, true);
+    return tf.tidy(() => this.forwardLogits(inputIds, attentionMask, true));
+  }
+
+  /**
+   * @internal Log-probs of `ids[:, t+1]` (and entropies) at `temperature`, computed on the device by the
+   * chunked head (see chunked-head.ts): the `[B, T, V]` logits are never materialised. With `raw`, also the
+   * log-probs at temperature 1 from the same hidden states.
+   */
+  scores(
+    inputIds: IdsInput,
+    mask: MaskInput | undefined,
+    options: { temperature: number; entropy: boolean; raw?: boolean; adapters: boolean },
+  ): TokenScores {
+    const rows = toRows(inputIds);
+    const T = rows[0]?.length ?? 0;
+    if (T < 2) throw new Error("tokenLogProbs needs sequences of at least 2 tokens");
+    const targets = new Int32Array(rows.length * (T - 1));
+    rows.forEach((r, b) => {
+      targets.set(r.slice(1), b * (T - 1));
+    });
+    return tf.tidy(() => {
+      const { h, B } = this.forwardHidden(rows, mask, options.adapters);
+      const d = this.config.dModel;
+      const N = B * (T - 1);
+      const hs = tf.reshape(tf.slice(tf.reshape(h, [B, T, d]), [0, 0, 0], [B, T - 1, d]), [
+        N,
+        d,
+      ]) as tf.Tensor2D;
+      const w = this.headWeight();
+      const maxElements = this.headChunkElements;
+      const { temperature, entropy } = options;
+      const out = headLogProbs(hs, w, targets, { temperature, entropy, maxElements });
+      const column = (t: tf.Tensor, i: number) =>
+        tf.reshape(tf.slice(t, [0, i], [N, 1]), [B, T - 1]) as tf.Tensor2D;
+      const scores: TokenScores = { logProbs: column(out, 0) };
+      if (entropy) scores.entropy = column(out, 1);
+      if (options.raw)
+        scores.raw =
+          temperature === 1 ? scores.logProbs : column(headLogProbs(hs, w, targets, { maxElements }), 0);
+      return scores;
+    });
   }
 
   /** @internal */
@@ -290,9 +370,22 @@ export class PretrainedModel implements CausalLM {
     entropy: boolean,
     adapters: boolean,
   ) {
-    const rows = toRows(inputIds);
-    if ((rows[0]?.length ?? 0) < 2) throw new Error("tokenLogProbs needs sequences of at least 2 tokens");
-    return targetLogProbs(this.forwardLogits(rows, mask, adapters), rows, temperature, entropy);
+    const r = this.scores(inputIds, mask, { temperature, entropy, adapters });
+    return { logProbs: r.logProbs, entropy: r.entropy };
+  }
+
+  /**
+   * Log-probs of `ids[:, 1:]` and entropies at `temperature` (and, with `raw`, the log-probs at temperature
+   * 1), without materialising the logits; PPO scores and trains through this.
+   */
+  tokenScores(ids: IdsInput, options: { temperature?: number; raw?: boolean } = {}) {
+    const r = this.scores(ids, undefined, {
+      temperature: options.temperature ?? 1,
+      entropy: true,
+      raw: options.raw,
+      adapters: true,
+    });
+    return { logProbs: r.logProbs, entropy: r.entropy as tf.Tensor2D, raw: r.raw };
   }
 
   tokenLogProbs(

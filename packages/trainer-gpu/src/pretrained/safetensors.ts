@@ -56,6 +56,13 @@ function fail(
   return new PretrainedCheckpointError(code, file, msg, t);
 }
 
+/** Hex of the bytes, plus their text when it is printable (a JSON or HTML file saved under the wrong name). */
+function describeBytes(bytes: Buffer): string {
+  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join(" ");
+  const text = bytes.toString("latin1");
+  return /^[\x20-\x7e\t\r\n]+$/.test(text) ? `${hex}, text ${JSON.stringify(text)}` : hex;
+}
+
 /** Read and validate the header of a safetensors file (offsets inside the file, sizes match shapes). */
 export async function readSafetensorsHeader(file: string): Promise<SafetensorsHeader> {
   const fh = await openOrFail(file);
@@ -65,9 +72,16 @@ export async function readSafetensorsHeader(file: string): Promise<SafetensorsHe
       throw fail("truncated", file, `file has ${size} bytes, shorter than the 8-byte header length`);
     const lenBuf = Buffer.alloc(8);
     await fh.read(lenBuf, 0, 8, 0);
-    const headerLen = Number(lenBuf.readBigUInt64LE(0));
-    if (headerLen > MAX_HEADER_BYTES)
-      throw fail("invalid_header", file, `header length ${headerLen} is implausible`);
+    // Compared as a bigint: garbage bytes read as a 64-bit length are far past what a double prints exactly.
+    const rawLen = lenBuf.readBigUInt64LE(0);
+    if (rawLen > BigInt(MAX_HEADER_BYTES) || rawLen < 2n) {
+      throw fail(
+        "invalid_header",
+        file,
+        `not a safetensors file: its first 8 bytes (${describeBytes(lenBuf)}) should be the little-endian length of the JSON header, which must be 2 to ${MAX_HEADER_BYTES} bytes`,
+      );
+    }
+    const headerLen = Number(rawLen);
     if (8 + headerLen > size) {
       throw fail(
         "truncated",
@@ -95,7 +109,11 @@ export async function readSafetensorsHeader(file: string): Promise<SafetensorsHe
         continue;
       }
       const parsed = EntrySchema.safeParse(raw);
-      if (!parsed.success) throw fail("invalid_header", file, "malformed header entry", name);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0];
+        const field = issue?.path.length ? `field ${issue.path.join(".")}` : "entry";
+        throw fail("invalid_header", file, `malformed header entry: ${field}: ${issue?.message}`, name);
+      }
       const { dtype, shape, data_offsets } = parsed.data;
       const [b, e] = data_offsets;
       const count = shape.reduce((a, x) => a * x, 1);

@@ -1,11 +1,13 @@
 import { InvalidArgumentError } from "@agl/core";
 import type { Context } from "hono";
 import type { TokenEvent } from "../generate/request.js";
+import type { ChatMessage, ToolDefinition } from "../tokenizer/messages.js";
 import { TOOL_CALL_OPEN } from "../tokenizer/tool-calls.js";
 import { assistantMessage, chatLogprobs } from "./format.js";
 import { newId, nowSec, type RouteContext } from "./route-context.js";
 import { ChatCompletionRequestSchema, HttpError } from "./schemas.js";
 import { fingerprintOf, streamChunks, usageOf } from "./sse.js";
+import { forcedToolCalls, forcedToolNames } from "./tool-choice.js";
 
 /** `POST /v1/chat/completions`: OpenAI chat with vLLM's token-id and logprob extensions. */
 export async function chatCompletion(r: RouteContext, c: Context): Promise<Response> {
@@ -20,7 +22,12 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
   }
   const promptIds = encoded.ids;
   r.checkPrompt(promptIds, "messages");
-  const parseTools = (body.tools?.length ?? 0) > 0 && body.tool_choice !== "none";
+  const tools = (body.tools ?? null) as ToolDefinition[] | null;
+  const forcedNames = forcedToolNames(body.tool_choice, tools);
+  const forced = forcedNames
+    ? forcedToolCalls(r.template, body.messages as ChatMessage[], tools ?? [], promptIds, forcedNames)
+    : null;
+  const parseTools = (tools?.length ?? 0) > 0 && body.tool_choice !== "none";
   const topK = body.logprobs ? (body.top_logprobs ?? 0) : 0;
   const { signal, timedOut } = r.signal(c);
   const base = {
@@ -28,6 +35,7 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
     promptIds,
     signal,
     topLogprobs: topK,
+    ...(forced ? { prefixChoices: forced.map((f) => f.ids) } : {}),
   };
   const n = body.n ?? 1;
   const id = newId("chatcmpl");
@@ -39,7 +47,7 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
     if (timedOut()) throw new HttpError(504, "Generation timed out", null, "timeout");
     c.header("x-agl-model-version", String(results[0]?.modelVersion ?? r.version));
     const choices = results.map((result, index) => {
-      const { message, finishReason } = assistantMessage(result, parseTools, r.template);
+      const { message, finishReason } = assistantMessage(result, parseTools, r.template, forced);
       return {
         index,
         message,
@@ -109,7 +117,7 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
     },
     finish: (sink, results) =>
       results.forEach((result, i) => {
-        const { message, finishReason } = assistantMessage(result, parseTools, r.template);
+        const { message, finishReason } = assistantMessage(result, parseTools, r.template, forced);
         const s = streamed[i] as { text: string };
         const delta: Record<string, unknown> = {};
         const rest = (message.content ?? "").slice(s.text.length);

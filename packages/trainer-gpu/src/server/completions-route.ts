@@ -81,9 +81,11 @@ export async function completion(r: RouteContext, c: Context): Promise<Response>
 function promptIdsOf(r: RouteContext, body: CompletionRequest): number[] {
   const p = body.prompt;
   const V = r.tokenizer.vocabSize;
-  if (typeof p === "string") return r.tokenizer.encode(p);
+  // vLLM's completions add the tokenizer's special tokens (e.g. a Llama bos) unless told not to.
+  const options = { addSpecialTokens: body.add_special_tokens ?? true };
+  if (typeof p === "string") return r.tokenizer.encode(p, options);
   const first = p[0];
-  if (typeof first === "string") return r.tokenizer.encode(first);
+  if (typeof first === "string") return r.tokenizer.encode(first, options);
   const ids = (Array.isArray(first) ? first : p) as number[];
   const bad = ids.findIndex((x) => x < 0 || x >= V);
   if (bad >= 0)

@@ -1,12 +1,15 @@
 import type { GeneratedToken, GenerateResult } from "../generate/request.js";
 import type { ToolCall } from "../tokenizer/messages.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
+import { newCallId } from "../tokenizer/tool-calls.js";
+import { type ForcedToolCall, forcedFallbackCall } from "./tool-choice.js";
 
 /**
  * Response pieces in OpenAI / vLLM shapes. Logprob fields: `logprob` is the RAW log-probability
  * (temperature 1, before top-k/top-p: vLLM's default `raw_logprobs` mode, and what a training forward
  * pass computes); `sampling_logprob` (an AGL extension) is the log-probability under the distribution the
- * token was actually drawn from (temperature-scaled, top-k/top-p renormalised).
+ * token was actually drawn from (temperature-scaled, top-k/top-p renormalised, restricted to the ids a
+ * forced `tool_choice` allowed): 0 for a token `tool_choice` forced, which also carries `forced: true`.
  */
 
 export interface ChatLogprobEntry {
@@ -15,6 +18,8 @@ export interface ChatLogprobEntry {
   bytes: number[];
   top_logprobs: Array<{ token: string; logprob: number; bytes: number[] }>;
   sampling_logprob: number;
+  /** Present (true) when `tool_choice` forced this token: the model did not choose it. */
+  forced?: true;
 }
 
 const bytesOf = (s: string) => [...Buffer.from(s, "utf8")];
@@ -31,6 +36,7 @@ export function chatLogprobs(tok: TextTokenizer, tokens: readonly GeneratedToken
         return { token: alt, logprob: a.logprob, bytes: bytesOf(alt) };
       }),
       sampling_logprob: t.samplingLogprob,
+      ...(t.forced ? { forced: true as const } : {}),
     };
   });
 }
@@ -86,8 +92,14 @@ export function assistantMessage(
   result: GenerateResult,
   parseTools: boolean,
   template: ChatEncoder,
+  forced: readonly ForcedToolCall[] | null = null,
 ): { message: AssistantMessage; finishReason: ResponseFinishReason } {
-  const parsed = parseTools ? template.parseToolCalls(result.text) : { content: result.text, toolCalls: [] };
+  let parsed = parseTools ? template.parseToolCalls(result.text) : { content: result.text, toolCalls: [] };
+  if (forced && parsed.toolCalls.length === 0) {
+    const decode = (ids: readonly number[]) => template.tokenizer.decode(ids, { skipSpecialTokens: true });
+    const fallback = forcedFallbackCall(forced, result.tokenIds, decode, newCallId);
+    if (fallback) parsed = { content: fallback.content, toolCalls: [fallback.call] };
+  }
   const message: AssistantMessage = { role: "assistant", content: parsed.content };
   if (parsed.toolCalls.length > 0) message.tool_calls = parsed.toolCalls;
   // An aborted generation may hold a complete call followed by more calls it never wrote: still "abort".

@@ -5,6 +5,7 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { GenerationEngine } from "../generate/engine.js";
 import { Generator } from "../generate/generator.js";
+import { modelSamplingDefaults, type SamplingDefaults } from "../generate/sampling-defaults.js";
 import type { CausalLM } from "../model/causal-lm.js";
 import { checkpointModelName } from "../pretrained/load.js";
 import { PretrainedModel } from "../pretrained/pretrained-model.js";
@@ -43,6 +44,12 @@ export interface PolicyServerOptions<G extends GenerationEngine = Generator> {
   requestTimeoutMs?: number;
   /** Most sequences decoded together when the server creates its generator (default 64). */
   maxBatchSize?: number;
+  /**
+   * Sampling parameters for requests that leave them out (vLLM's `--generation-config`): default the
+   * model's `generation_config.json` (`temperature`, `top_p`, `top_k`, `do_sample: false` = greedy,
+   * `max_new_tokens` as a max_tokens ceiling); `{}` for vLLM's neutral defaults (`--generation-config vllm`).
+   */
+  samplingDefaults?: SamplingDefaults;
 }
 
 /**
@@ -84,6 +91,7 @@ export class PolicyServer<G extends GenerationEngine = Generator> {
       this.template,
       this.modelName,
       options.requestTimeoutMs ?? 300_000,
+      options.samplingDefaults ?? modelSamplingDefaults(options.model),
     );
     this.app = this.buildApp();
   }

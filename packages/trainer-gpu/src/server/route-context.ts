@@ -3,6 +3,7 @@ import type { Context } from "hono";
 import type { z } from "zod";
 import type { GenerationEngine } from "../generate/engine.js";
 import type { GenerateRequest, TokenEvent } from "../generate/request.js";
+import type { SamplingDefaults } from "../generate/sampling-defaults.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { type ChatCompletionRequest, type CompletionRequest, HttpError, zodToHttpError } from "./schemas.js";
 
@@ -20,6 +21,8 @@ export class RouteContext {
     readonly template: ChatEncoder,
     readonly modelName: string,
     readonly requestTimeoutMs: number,
+    /** Applied where a request leaves a field out (max_tokens: a ceiling). */
+    readonly samplingDefaults: SamplingDefaults = {},
   ) {}
 
   get version(): number {
@@ -71,12 +74,14 @@ export class RouteContext {
   ) {
     const room = this.contextLength - promptLen;
     const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
+    const d = this.samplingDefaults;
     return {
       // A request for more tokens than fit is clamped; generation ends with finish_reason "length".
-      maxTokens: Math.min(maxTokens ?? room, room),
-      temperature: body.temperature ?? 1,
-      topP: body.top_p ?? 1,
-      topK: body.top_k != null && body.top_k > 0 ? body.top_k : 0,
+      maxTokens: Math.min(maxTokens ?? room, d.maxTokens ?? room, room),
+      // vLLM's precedence: the request, else the server's defaults (generation_config.json), else neutral.
+      temperature: body.temperature ?? d.temperature ?? 1,
+      topP: body.top_p ?? d.topP ?? 1,
+      topK: body.top_k != null ? Math.max(body.top_k, 0) : (d.topK ?? 0),
       stop,
       ignoreEos: body.ignore_eos ?? false,
     };

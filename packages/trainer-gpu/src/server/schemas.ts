@@ -48,6 +48,8 @@ export const CompletionRequestSchema = z.object({
     z.array(z.string()).length(1),
     z.array(z.array(z.number().int()).min(1)).length(1),
   ]),
+  /** vLLM: run the tokenizer's post-processor on a text prompt (e.g. add a Llama bos); default true. */
+  add_special_tokens: z.boolean().nullish(),
   /** Completions API: number of top alternatives per token (0 = only the sampled token's logprob). */
   logprobs: z.number().int().min(0).max(20).nullish(),
   echo: z.literal(false).nullish(),

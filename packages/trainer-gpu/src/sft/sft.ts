@@ -9,6 +9,7 @@ import { lengthBalancedMicroBatches } from "../model/micro-batches.js";
 import { sftGradsOnWorkers } from "../parallel/data-parallel.js";
 import type { PolicyWorkers } from "../parallel/pool.js";
 import { addGrads } from "../ppo/optim.js";
+import { fitMicroBatch } from "../pretrained/memory-fit.js";
 import type { ChatMessage, ToolDefinition } from "../tokenizer/messages.js";
 import type { ChatEncoder } from "../tokenizer/text-tokenizer.js";
 import { encodeExample, type RawSftExample, summarizeSkips } from "./examples.js";
@@ -64,7 +65,8 @@ export interface SftOptions {
    * summed before the step (same loss: each is divided by the whole batch's target count). Rows are
    * grouped by length so the micro-batches pad to about the same size (`lengthBalancedMicroBatches`; one
    * may hold more, shorter rows). Default: the whole batch at once, or one micro-batch per worker with
-   * `workers`.
+   * `workers` — made smaller, with a log line, when a Hugging Face model on the WASM backend would not fit
+   * in its 4 GiB heap. A value set here that cannot fit fails before the first step (`TrainingMemoryError`).
    */
   microBatchSize?: number;
   /**
@@ -213,6 +215,22 @@ export async function sft(
     );
   }
   const batchSize = Math.max(1, Math.min(options.batchSize ?? 16, encoded.length));
+  // Before the first step: does a micro-batch fit in the backend's memory (the WASM heap's 4 GiB)?
+  // One that was not set is shrunk to fit (gradient accumulation gives the same step); one that was
+  // set, or a sequence too long for even one row, fails here with the option to change.
+  const perReplica = options.microBatchSize ?? (workers ? Math.ceil(batchSize / workers.size) : batchSize);
+  const fit = fitMicroBatch(model, {
+    rows: perReplica,
+    seqLength: Math.max(...encoded.map((e) => e.ids.length)),
+    option: "microBatchSize",
+    fixed: options.microBatchSize !== undefined,
+  });
+  const autoMicro = fit.rows < perReplica ? fit.rows : undefined;
+  if (autoMicro !== undefined) {
+    (options.log ?? ((line: string) => console.warn(line)))(
+      `[agl] sft: micro-batches of ${autoMicro} rows (a batch of ${perReplica} would not fit in memory); set microBatchSize to choose`,
+    );
+  }
   const perEpoch = Math.ceil(encoded.length / batchSize);
   const totalSteps = options.steps ?? perEpoch * (options.epochs ?? 1);
   const lr = options.learningRate ?? 2e-3;
@@ -274,7 +292,8 @@ export async function sft(
       const T = Math.max(...batch.map((b) => b.ids.length));
       const ids = batch.map((b) => [...b.ids, ...new Array<number>(T - b.ids.length).fill(pad)]);
       const mask = batch.map((b) => [...b.mask, ...new Array<number>(T - b.mask.length).fill(0)]);
-      const micro = options.microBatchSize ?? (workers ? Math.ceil(batch.length / workers.size) : undefined);
+      const micro =
+        options.microBatchSize ?? autoMicro ?? (workers ? Math.ceil(batch.length / workers.size) : undefined);
       let loss: number;
       if (micro === undefined) {
         const { value, grads } = tf.variableGrads(

@@ -1,6 +1,7 @@
 import { parseOrThrow } from "@agl/core";
 import { z } from "zod";
 import {
+  argumentsText,
   type ChatMessage,
   ChatMessageSchema,
   contentText,
@@ -101,7 +102,9 @@ export class ChatTemplate implements ChatEncoder {
         const body: number[] = tok.encode(contentText(m.content));
         for (const call of m.tool_calls ?? []) {
           body.push(tok.special("<tool_call>"));
-          body.push(...tok.encode(renderToolCallBody(call.function.name, call.function.arguments)));
+          body.push(
+            ...tok.encode(renderToolCallBody(call.function.name, argumentsText(call.function.arguments))),
+          );
           body.push(tok.special("</tool_call>"));
         }
         body.push(tok.eosId);

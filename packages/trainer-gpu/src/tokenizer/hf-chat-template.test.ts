@@ -172,6 +172,101 @@ describe("HfChatTemplate on the real Qwen3 tokenizer_config.json", () => {
     });
   });
 
+  it("accepts every message form apply_chat_template accepts, rendering as Python Jinja2 renders them as given", () => {
+    // Raw transformers-style messages: arguments as objects, calls without id/type, the flat {name,
+    // arguments} form, extra keys (Qwen3's reasoning_content), a named tool message.
+    const raw: Array<{ name: string; messages: unknown[] }> = [
+      {
+        name: "object arguments, no id, no type",
+        messages: [
+          { role: "user", content: "What is 12*7?" },
+          {
+            role: "assistant",
+            content: "",
+            tool_calls: [{ function: { name: "calc", arguments: { expr: "12*7" } } }],
+          },
+          { role: "tool", content: "84" },
+        ],
+      },
+      {
+        name: "flat {name, arguments} calls, nested argument values",
+        messages: [
+          { role: "user", content: "Weather?" },
+          {
+            role: "assistant",
+            content: "Checking.",
+            tool_calls: [
+              {
+                name: "get_weather",
+                arguments: { city: "東京", days: 3, opts: { unit: "C", tags: ["a", 1.5] } },
+              },
+            ],
+          },
+          { role: "tool", name: "get_weather", content: '{"temp": 20}' },
+          { role: "assistant", content: "20 degrees." },
+        ],
+      },
+      {
+        name: "reasoning_content on an assistant turn",
+        messages: [
+          { role: "user", content: "2+2?" },
+          { role: "assistant", content: "4", reasoning_content: "Two and two." },
+        ],
+      },
+    ];
+    const script = join(dirname(fileURLToPath(import.meta.url)), "../test-support/render_chat_template.py");
+    const contexts = raw.map((c) => ({
+      ...tok.specialTokens,
+      additional_special_tokens: tok.additionalSpecialTokens,
+      messages: c.messages,
+      tools: [WEATHER, CALC],
+      documents: null,
+      add_generation_prompt: false,
+    }));
+    const out = execFileSync("python3", [script], {
+      input: JSON.stringify({ template: templateText, contexts }),
+    });
+    const expected = JSON.parse(out.toString("utf8")) as string[];
+    const t = new HfChatTemplate(tok);
+    raw.forEach((c, i) => {
+      const messages = c.messages as ChatMessage[];
+      expect(t.render(messages, [WEATHER, CALC], { addGenerationPrompt: false }), c.name).toBe(expected[i]);
+      expect(t.encodeChat(messages, [WEATHER, CALC], { addGenerationPrompt: false }).ids, c.name).toEqual(
+        tok.encode(expected[i] as string, { addSpecialTokens: false }),
+      );
+    });
+    expect(expected[2]).toContain("Two and two.");
+    // A JSON-string argument (the OpenAI form) renders as the object would (vLLM parses it for templates).
+    const asString = [
+      { role: "user" as const, content: "What is 12*7?" },
+      {
+        role: "assistant" as const,
+        content: "",
+        tool_calls: [
+          { id: "c1", type: "function" as const, function: { name: "calc", arguments: '{"expr":"12*7"}' } },
+        ],
+      },
+    ];
+    expect(t.render(asString, [CALC], { addGenerationPrompt: false })).toBe(
+      t.render(
+        [
+          asString[0],
+          {
+            role: "assistant",
+            content: "",
+            tool_calls: [{ function: { name: "calc", arguments: { expr: "12*7" } } }],
+          },
+        ] as ChatMessage[],
+        [CALC],
+        { addGenerationPrompt: false },
+      ),
+    );
+    // Malformed calls still name the field.
+    expect(() =>
+      t.render([{ role: "assistant", content: "", tool_calls: [{ function: { arguments: {} } }] }] as never),
+    ).toThrow(/messages\[0\]\.tool_calls\[0\]/);
+  });
+
   it("masks exactly the assistant's own tokens, through its <|im_end|>", () => {
     const c = CASES[4 - 1] as Case;
     const t = templateFor(c);

@@ -6,7 +6,13 @@ import { z } from "zod";
 import { PretrainedCheckpointError } from "../pretrained/errors.js";
 import { parseHermesToolCalls } from "./hermes-tool-calls.js";
 import type { HfTokenizer } from "./hf-tokenizer.js";
-import { type ChatMessage, ChatMessageSchema, type ToolDefinition, ToolSchema } from "./messages.js";
+import {
+  type ChatMessage,
+  ChatMessageSchema,
+  type ParsedChatMessage,
+  type ToolDefinition,
+  ToolSchema,
+} from "./messages.js";
 import type { ChatEncoder, EncodeChatOptions, EncodedChat } from "./text-tokenizer.js";
 import { tokenByteLengths } from "./token-bytes.js";
 import type { ParsedAssistantOutput } from "./tool-calls.js";
@@ -115,7 +121,6 @@ export class HfChatTemplate implements ChatEncoder {
     tools?: readonly ToolDefinition[] | null,
     options: EncodeChatOptions = {},
   ): string {
-    parseOrThrow(z.array(ChatMessageSchema), messages, "messages");
     if (tools) parseOrThrow(z.array(ToolSchema), tools, "tools");
     return this.renderPrepared(
       templateMessages(messages),
@@ -152,13 +157,14 @@ export class HfChatTemplate implements ChatEncoder {
     tools?: readonly ToolDefinition[] | null,
     options: EncodeChatOptions = {},
   ): EncodedChat {
-    parseOrThrow(z.array(ChatMessageSchema), messages, "messages");
     if (tools) parseOrThrow(z.array(ToolSchema), tools, "tools");
     const msgs = templateMessages(messages);
     const defs = templateTools(tools);
     const addGen = options.addGenerationPrompt ?? true;
     const text = this.renderPrepared(msgs, defs, addGen);
-    const ids = this.tokenizer.encode(text);
+    // The template writes its own bos; the post-processor would add a second one (apply_chat_template too
+    // encodes with add_special_tokens=False).
+    const ids = this.tokenizer.encode(text, { addSpecialTokens: false });
     const ends = cumulative(tokenByteLengths(this.tokenizer, ids));
     const total = ends.at(-1) ?? 0;
     const norm = (s: string) => s.normalize("NFC");
@@ -230,7 +236,8 @@ interface TemplateMessage {
   content: string;
   name?: string;
   tool_call_id?: string;
-  tool_calls?: Array<{ id: string; type: "function"; function: { name: string; arguments: unknown } }>;
+  tool_calls?: Array<{ id?: string; type: "function"; function: { name: string; arguments: unknown } }>;
+  [key: string]: unknown;
 }
 
 function contentOf(content: unknown): string {
@@ -239,16 +246,21 @@ function contentOf(content: unknown): string {
   return (content as Array<{ text: string }>).map((p) => p.text).join("\n");
 }
 
-/** OpenAI messages as vLLM passes them to a chat template. */
+/**
+ * Validate OpenAI / transformers messages (InvalidArgumentError naming the field) and hand them to the
+ * template the way vLLM does: content parts joined with "\n", null content as "", tool-call arguments as
+ * an object (a JSON string is parsed, so `tojson` prints JSON and a string renders as the object would),
+ * tool calls in the `function` form (an `id` only when given), other message keys passed through.
+ */
 export function templateMessages(messages: readonly ChatMessage[]): TemplateMessage[] {
-  return messages.map((m) => {
-    const out: TemplateMessage = { role: m.role, content: contentOf(m.content) };
-    if ("name" in m && m.name !== undefined) out.name = m.name;
-    if (m.role === "tool" && m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
+  const parsed: ParsedChatMessage[] = parseOrThrow(z.array(ChatMessageSchema), messages, "messages");
+  return parsed.map((m) => {
+    const { tool_calls: _calls, ...rest } = m as ParsedChatMessage & { tool_calls?: unknown };
+    const out: TemplateMessage = { ...rest, content: contentOf(m.content) };
     if (m.role === "assistant" && m.tool_calls && m.tool_calls.length > 0) {
       out.tool_calls = m.tool_calls.map((c) => ({
-        id: c.id,
-        type: "function",
+        ...(c.id !== undefined ? { id: c.id } : {}),
+        type: "function" as const,
         function: { name: c.function.name, arguments: parseArguments(c.function.arguments) },
       }));
     }
@@ -256,7 +268,8 @@ export function templateMessages(messages: readonly ChatMessage[]): TemplateMess
   });
 }
 
-function parseArguments(args: string): unknown {
+function parseArguments(args: string | Record<string, unknown>): unknown {
+  if (typeof args !== "string") return args;
   try {
     return JSON.parse(args);
   } catch {

@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { AutoTokenizer, env } from "@huggingface/transformers";
@@ -7,6 +7,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PretrainedCheckpointError } from "../pretrained/errors.js";
 import { qwen3TokenizerDir, writeTinyQwenTokenizer } from "../test-support/hf-tokenizer-files.js";
+import { HfChatTemplate, templateMessages } from "./hf-chat-template.js";
 import { HfTokenizer } from "./hf-tokenizer.js";
 import { IncrementalDecoder } from "./text-tokenizer.js";
 
@@ -159,5 +160,73 @@ describe("HfTokenizer files", () => {
     await expect(HfTokenizer.fromDir(bad)).rejects.toThrow(
       /tokenizer_config\.json: eos_token "<nope>" is not in the vocabulary/,
     );
+  });
+
+  it("a tokenizer.json of the wrong shape names the field; an empty vocabulary is an error", async () => {
+    const bad = join(dir, "shape");
+    const info = await writeTinyQwenTokenizer(bad);
+    const json = JSON.parse(await readFile(join(info.dir, "tokenizer.json"), "utf8"));
+    const write = (value: unknown) => writeFile(join(bad, "tokenizer.json"), JSON.stringify(value));
+    const cases: Array<[unknown, RegExp]> = [
+      [{ ...json, model: undefined }, /tokenizer\.json: field model: /],
+      [{ ...json, model: { ...json.model, type: 3 } }, /tokenizer\.json: field model\.type: /],
+      [{ ...json, added_tokens: [{ id: "x", content: "a", special: true }] }, /field added_tokens\.0\.id: /],
+      [{ ...json, model: { ...json.model, vocab: {} } }, /field model\.vocab: the BPE vocabulary is empty/],
+      [{ ...json, model: { ...json.model, vocab: undefined } }, /field model\.vocab: missing/],
+      [{ ...json, model: { ...json.model, merges: "a b" } }, /field model\.merges: expected a list/],
+      [[], /tokenizer\.json: field \(root\): /],
+    ];
+    for (const [value, message] of cases) {
+      await write(value);
+      await expect(HfTokenizer.fromDir(bad)).rejects.toSatisfy(
+        (e) =>
+          PretrainedCheckpointError.isInstance(e) && e.code === "invalid_config" && message.test(e.message),
+      );
+    }
+  });
+
+  it("encode adds the post-processor's special tokens by default (transformers' encode); chat templates do not", async () => {
+    // A Llama-3-style post-processor: TemplateProcessing puts a bos before every text.
+    const llama = join(dir, "llama-style");
+    const info = await writeTinyQwenTokenizer(llama);
+    const json = JSON.parse(await readFile(join(info.dir, "tokenizer.json"), "utf8"));
+    const bos = "<|endoftext|>";
+    const bosId = (json.added_tokens as Array<{ id: number; content: string }>).find(
+      (t) => t.content === bos,
+    )!.id;
+    const piece = (type: string) => ({ Sequence: { id: type, type_id: 0 } });
+    json.post_processor = {
+      type: "TemplateProcessing",
+      single: [{ SpecialToken: { id: bos, type_id: 0 } }, piece("A")],
+      pair: [
+        { SpecialToken: { id: bos, type_id: 0 } },
+        piece("A"),
+        { SpecialToken: { id: bos, type_id: 1 } },
+        piece("B"),
+      ],
+      special_tokens: { [bos]: { id: bos, ids: [bosId], tokens: [bos] } },
+    };
+    await writeFile(join(llama, "tokenizer.json"), JSON.stringify(json));
+    const tok = await HfTokenizer.fromDir(llama);
+    const ref = await referenceTokenizer(llama);
+    for (const s of VARIED_STRINGS) {
+      expect(tok.encode(s)).toEqual(ref.encode(s));
+      expect(tok.encode(s)[0]).toBe(bosId);
+      expect(tok.encode(s, { addSpecialTokens: false })).toEqual(
+        ref.encode(s, { add_special_tokens: false }),
+      );
+      expect(tok.encode(s, { addSpecialTokens: false })[0]).not.toBe(bosId);
+    }
+    // The rendered chat is tokenized without the post-processor, exactly as apply_chat_template does.
+    const template = new HfChatTemplate(tok);
+    const messages = [{ role: "user" as const, content: "hi there" }];
+    const ids = template.encodeChat(messages).ids;
+    const refIds = ref.apply_chat_template(templateMessages(messages) as never, {
+      add_generation_prompt: true,
+      return_tensor: false,
+      return_dict: false,
+    });
+    expect(ids).toEqual(refIds);
+    expect(ids.filter((id) => id === bosId)).toHaveLength(0);
   });
 });

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { Tokenizer as HfJsTokenizer } from "@huggingface/tokenizers";
 import { z } from "zod";
 import { PretrainedCheckpointError, type PretrainedErrorCode } from "../pretrained/errors.js";
-import type { TextTokenizer } from "./text-tokenizer.js";
+import type { EncodeOptions, TextTokenizer } from "./text-tokenizer.js";
 
 /**
  * A checkpoint's own tokenizer: `tokenizer.json` (byte-level BPE, added and special tokens) run by
@@ -11,7 +11,10 @@ import type { TextTokenizer } from "./text-tokenizer.js";
  * tokens of `tokenizer_config.json` and the eos ids of `generation_config.json`.
  *
  * `encode` treats added-token strings in text as those tokens (as `transformers` does; a rendered chat
- * template relies on it) and adds no bos/eos. Generation stops on every eos id: `generation_config.json`'s
+ * template relies on it) and, like `transformers`' `encode`, runs the tokenizer.json post-processor by
+ * default (`addSpecialTokens: true`: e.g. Llama-3's `TemplateProcessing` puts `<|begin_of_text|>` first;
+ * Qwen's adds nothing). Chat templates encode with `addSpecialTokens: false` (the template writes its own
+ * bos), as `apply_chat_template` does. Generation stops on every eos id: `generation_config.json`'s
  * `eos_token_id` (a number or a list) together with the tokenizer's `eos_token`.
  */
 
@@ -48,6 +51,38 @@ const TokenizerJsonSchema = z
     decoder: z.unknown().optional(),
   })
   .loose();
+
+/**
+ * What the tokenizers library accepts silently but encodes nothing with: a model without a vocabulary
+ * (an empty BPE/WordPiece/WordLevel `vocab`, an empty Unigram list) turns every text into `[]`.
+ */
+function checkModel(model: { type: string } & Record<string, unknown>, source: string): void {
+  const vocab = model.vocab;
+  if (vocab === undefined)
+    fail("invalid_config", source, "tokenizer.json", `field model.vocab: missing (model type ${model.type})`);
+  const size = Array.isArray(vocab)
+    ? vocab.length
+    : typeof vocab === "object" && vocab !== null
+      ? Object.keys(vocab).length
+      : -1;
+  if (size < 0)
+    fail(
+      "invalid_config",
+      source,
+      "tokenizer.json",
+      `field model.vocab: expected an object or a list, got ${typeof vocab}`,
+    );
+  if (size === 0)
+    fail(
+      "invalid_config",
+      source,
+      "tokenizer.json",
+      `field model.vocab: the ${model.type} vocabulary is empty`,
+    );
+  if (model.type === "BPE" && model.merges !== undefined && !Array.isArray(model.merges)) {
+    fail("invalid_config", source, "tokenizer.json", "field model.merges: expected a list");
+  }
+}
 
 export type SpecialTokenName =
   | "bos_token"
@@ -123,7 +158,16 @@ export class HfTokenizer implements TextTokenizer {
     this.files = files;
     const source = files.source ?? "<memory>";
     const json = TokenizerJsonSchema.safeParse(files.tokenizerJson);
-    if (!json.success) fail("invalid_config", source, "tokenizer.json", `${json.error.issues[0]?.message}`);
+    if (!json.success) {
+      const issue = json.error.issues[0];
+      fail(
+        "invalid_config",
+        source,
+        "tokenizer.json",
+        `field ${issue?.path.join(".") || "(root)"}: ${issue?.message}`,
+      );
+    }
+    checkModel(json.data.model, source);
     const cfg = HfTokenizerConfigSchema.safeParse(files.tokenizerConfig ?? {});
     if (!cfg.success) {
       const issue = cfg.error.issues[0];
@@ -203,8 +247,9 @@ export class HfTokenizer implements TextTokenizer {
     return new HfTokenizer({ tokenizerJson, tokenizerConfig, generationConfig, source: dir });
   }
 
-  encode(text: string): number[] {
-    return this.tok.encode(text, { add_special_tokens: false }).ids;
+  /** Text to ids; `addSpecialTokens` (default true, as transformers) runs the post-processor (bos etc.). */
+  encode(text: string, options: EncodeOptions = {}): number[] {
+    return this.tok.encode(text, { add_special_tokens: options.addSpecialTokens ?? true }).ids;
   }
 
   decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {

@@ -11,11 +11,19 @@ export interface TextTokenizer {
   readonly padId: number;
   /** Generation stops after any of these (the checkpoint's eos ids; the char tokenizer's `<eos>`). */
   readonly eosIds: readonly number[];
-  /** Text to ids without adding bos/eos. */
-  encode(text: string): number[];
+  /**
+   * Text to ids. `addSpecialTokens` (an `HfTokenizer` defaults it to true, as transformers' `encode`) runs
+   * the checkpoint's post-processor (e.g. Llama-3's bos); the character tokenizer has none and never adds.
+   */
+  encode(text: string, options?: EncodeOptions): number[];
   decode(ids: readonly number[], options?: { skipSpecialTokens?: boolean }): string;
   /** The text of one token as reported in logprobs. */
   tokenText(id: number): string;
+}
+
+export interface EncodeOptions {
+  /** Add the tokenizer's own special tokens around the text (its post-processor). */
+  addSpecialTokens?: boolean;
 }
 
 export interface EncodedChat {
