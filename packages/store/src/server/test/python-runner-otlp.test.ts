@@ -106,6 +106,7 @@ async function runPythonRunner(url: string, n: number): Promise<void> {
 }
 
 let pgUrl: { url: string; drop: () => Promise<void> };
+let schemas = 0;
 beforeAll(async () => {
   pgUrl = await createTestDatabase();
 }, 60_000);
@@ -129,7 +130,7 @@ const backends: Array<[string, () => Promise<{ store: LightningStore; cleanup?: 
     "postgres",
     async () => ({
       store: await PostgresLightningStore.connect(pgUrl.url, {
-        schema: `pyrunner_${process.pid}`,
+        schema: `pyrunner_${process.pid}_${schemas++}`,
         poolSize: 4,
       }),
     }),
@@ -165,6 +166,54 @@ describe("a Python runner with the batched AgentOps exporter, an agent emitting 
           expect(spans.filter((s) => s.attributes["agl.sanitized"] === true)).toHaveLength(1);
         }
         expect(logs.filter((l) => l.level !== "info")).toEqual([]);
+      } finally {
+        await server.close();
+        await store.close();
+        cleanup?.();
+      }
+    }, 60_000);
+  }
+});
+
+describe("a Python client's add_span with NUL in unknown keys of context, parent and resource", () => {
+  for (const [name, open] of backends) {
+    it(`is stored sanitised, never a 500 (${name})`, async () => {
+      const { store, cleanup } = await open();
+      const server = await startStoreServer({ store, port: 0, logger: jsonLinesLogger(() => {}) });
+      try {
+        const r = await store.startRollout({ input: 1 });
+        const context = { trace_id: "t", span_id: "s", is_remote: false, trace_state: {} };
+        const span = {
+          rollout_id: r.rollout_id,
+          attempt_id: r.attempt.attempt_id,
+          sequence_id: 1,
+          trace_id: "t",
+          span_id: "s",
+          parent_id: null,
+          name: "n",
+          status: { status_code: "UNSET", description: null },
+          attributes: {},
+          events: [],
+          links: [],
+          start_time: null,
+          end_time: null,
+          context: { ...context, [`${NUL}k`]: "v" },
+          parent: { ...context, [`p${NUL}`]: "v" },
+          resource: { attributes: {}, schema_url: "", [`r${NUL}`]: 1 },
+        };
+        const res = await fetch(`${server.url}/v1/agl/spans`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(span),
+        });
+        expect(res.status).toBe(201);
+        const [stored] = (await store.querySpans(r.rollout_id)).items;
+        expect(stored).toMatchObject({
+          context: { "\uFFFDk": "v" },
+          parent: { "p\uFFFD": "v" },
+          resource: { "r\uFFFD": 1 },
+          attributes: { "agl.sanitized": true },
+        });
       } finally {
         await server.close();
         await store.close();
