@@ -50,7 +50,7 @@ describe("PostgreSQL group commit", () => {
         Array.from({ length: n }, (_, i) => store.startRollout({ input: { i } })),
       );
       expect(new Set(started.map((r) => r.rollout_id)).size).toBe(n);
-      started.forEach((r, i) => expect(r.input).toEqual({ i }));
+      expect(started.map((r) => r.input)).toEqual(started.map((_, i) => ({ i })));
       // Written one call per transaction, that would be 40 each.
       expect(await transactions(schema, "rollouts")).toBeLessThanOrEqual(4);
 
@@ -143,7 +143,7 @@ describe("PostgreSQL group commit", () => {
       );
       blocks.forEach((ids, i) => {
         expect(ids).toHaveLength(sizes[i]!);
-        ids.forEach((id, j) => expect(id).toBe(ids[0]! + j));
+        expect(ids).toEqual(ids.map((_, j) => ids[0]! + j));
       });
       const all = blocks.flat().sort((x, y) => x - y);
       const total = sizes.reduce((x, y) => x + y, 0);
