@@ -17,12 +17,12 @@ import {
   type NamedResources,
   nowSeconds,
   parseOrThrow,
+  parseSpanInput,
   type ResourcesUpdate,
   type Rollout,
   type RolloutPatch,
   RolloutPatchSchema,
   type Span,
-  SpanSchema,
   type StartRolloutRequest,
   StoreClosedError,
   type StoreStatistics,
@@ -414,7 +414,7 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
       await loadAttempts(c, [{ loaded: await lockRollout(c, rid), aid }]);
       const sequence = seq ?? (await allocateSequences(c, new Map([[rid, 1]]))).get(rid)!;
       const converted = spanFromReadable(span, { rolloutId: rid, attemptId: aid, sequenceId: sequence });
-      return (await this.storeSpans(c, effects, [parseOrThrow(SpanSchema, converted, "span")]))[0] ?? null;
+      return (await this.storeSpans(c, effects, [parseSpanInput(converted, "span")]))[0] ?? null;
     });
   }
 
