@@ -13,14 +13,14 @@
  *     BENCH_REPEATS=2, BENCH_OTLP_ROLLOUTS=8, BENCH_OTLP_SPANS=200, BENCH_OTLP_RUNNERS=4,
  *     BENCH_BASELINE_ROOT, BENCH_ONLY=postgres,sqlite)
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { LightningStoreClient } from "@agl/client";
 import { startPostgresCluster } from "../test/support/postgres.js";
 import { Connection, otlpRollout, pythonRollout, runPool } from "./support/rollout-scenario.js";
-import { startServerProcess } from "./support/server-process.js";
+import { startCliServer } from "./support/server-process.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const TOTAL = Number(process.env.BENCH_ROLLOUTS ?? 2048);
@@ -31,6 +31,10 @@ const OTLP_SPANS = Number(process.env.BENCH_OTLP_SPANS ?? 200);
 const OTLP_RUNNERS = Number(process.env.BENCH_OTLP_RUNNERS ?? 4);
 const BASELINE = process.env.BENCH_BASELINE_ROOT;
 const ONLY = (process.env.BENCH_ONLY ?? "").split(",").filter(Boolean);
+/** Which parts to run (e.g. BENCH_PARTS=rollout while profiling); results are written only for a full run. */
+const PARTS = (process.env.BENCH_PARTS ?? "rollout,phases,otlp").split(",");
+/** Results file name under bench/results/ (a second baseline's run goes to its own file). */
+const RESULT = process.env.BENCH_RESULT ?? "store-rollout";
 /** The Python server's CPU per rollout and throughput on this scenario, as the issue reports them (not measured here). */
 const PYTHON = { cpu_ms_per_rollout: [11.9, 13.0], rollouts_per_s: [66, 70] };
 
@@ -89,7 +93,7 @@ async function measure(
   work: (base: URL) => Promise<void>,
   check?: (base: URL) => Promise<void>,
 ): Promise<Measured> {
-  const server = await startServerProcess(ROOT, ["store", await uriFor(backend)], build.entry);
+  const server = await startCliServer(build.root, await uriFor(backend));
   try {
     const base = new URL(server.url);
     const before = await server.usage();
@@ -129,12 +133,18 @@ async function checkRollouts(base: URL, total: number): Promise<void> {
 
 interface Build {
   name: "before" | "after";
-  entry: string | undefined;
+  /** A checkout whose packages are built: its agl-store CLI serves the runs. */
+  root: string;
 }
 const builds: Build[] = [
-  ...(BASELINE ? [{ name: "before" as const, entry: join(BASELINE, "packages/store/dist/index.js") }] : []),
-  { name: "after", entry: undefined },
+  ...(BASELINE ? [{ name: "before" as const, root: BASELINE }] : []),
+  // This checkout's build (`pnpm build` first): timing tsx-transpiled sources against a build would
+  // charge the transpiler's helpers to the change.
+  { name: "after", root: ROOT },
 ];
+for (const b of builds)
+  if (!existsSync(join(b.root, "packages/store/dist/cli.js")))
+    throw new Error(`build ${b.root} first: pnpm --filter "@agl/store..." build`);
 const backends = ["memory", "sqlite", "postgres"].filter((b) => ONLY.length === 0 || ONLY.includes(b));
 
 interface RolloutRow {
@@ -170,7 +180,7 @@ const loadAtStart = loadavg();
 
 /** The three request types as separate phases over the same rollouts, each measured on its own. */
 async function phases(build: Build, backend: string): Promise<void> {
-  const server = await startServerProcess(ROOT, ["store", await uriFor(backend)], build.entry);
+  const server = await startCliServer(build.root, await uriFor(backend));
   try {
     const base = new URL(server.url);
     const n = Math.min(TOTAL, 1024);
@@ -261,7 +271,7 @@ try {
   console.log(
     `rollout scenario: ${TOTAL} rollouts × (start, 4 spans, succeed), ${CONCURRENCY} clients, builds: ${builds.map((b) => b.name).join(", ")}`,
   );
-  for (let repeat = 0; repeat < REPEATS; repeat++) {
+  for (let repeat = 0; PARTS.includes("rollout") && repeat < REPEATS; repeat++) {
     for (const backend of backends) {
       // before and after back to back, so both see the same machine load.
       for (const build of builds) {
@@ -288,9 +298,10 @@ try {
       }
     }
   }
-  for (const backend of backends) for (const build of builds) await phases(build, backend);
+  if (PARTS.includes("phases"))
+    for (const backend of backends) for (const build of builds) await phases(build, backend);
   for (const p of phaseRows) console.log(JSON.stringify(p));
-  for (const backend of backends) {
+  for (const backend of PARTS.includes("otlp") ? backends : []) {
     for (const build of builds) {
       let times: number[] = [];
       const m = await measure(build, backend, async (base) => {
@@ -368,7 +379,7 @@ function writeResults(): void {
     phases: phaseRows,
     otlp: otlpRows,
   };
-  writeFileSync(join(ROOT, "bench/results/store-rollout.json"), `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(join(ROOT, `bench/results/${RESULT}.json`), `${JSON.stringify(results, null, 2)}\n`);
   const md = [
     "# Store `rollout` scenario (Agent Lightning micro_benchmark.py) and single-span OTLP runners",
     "",
@@ -428,6 +439,6 @@ function writeResults(): void {
     }),
     "",
   ].join("\n");
-  writeFileSync(join(ROOT, "bench/results/store-rollout.md"), md);
+  writeFileSync(join(ROOT, `bench/results/${RESULT}.md`), md);
   console.log(md);
 }

@@ -4,7 +4,7 @@
  * multi-table write) and one commit. Each call keeps its own outcome: a call whose rollout or
  * attempt does not exist gets its NotFoundError while the rest of the batch is stored.
  */
-import type { Attempt, AttemptedRollout, AttemptPatchSchema, Span, StartRolloutRequest } from "@agl/core";
+import type { Attempt, AttemptedRollout, AttemptPatchSchema, Span } from "@agl/core";
 import type { z } from "zod";
 import type { Settled } from "../shared/group-commit.js";
 import { applyAttemptPatch } from "../shared/patches.js";

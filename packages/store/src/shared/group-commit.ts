@@ -23,8 +23,9 @@ export interface GroupCommitOptions<J> {
   /** Calls per batch at most; default 256. */
   maxBatch?: number;
   /**
-   * Calls with the same key never share a batch (a later one waits for the next batch, in order),
-   * for writers that must see each other's results, e.g. two updates of one rollout.
+   * Calls with the same key never share a batch nor run at once (a later one waits until the
+   * earlier one's batch is done, in order), for writers that must see each other's results, e.g.
+   * two updates of one rollout.
    */
   key?: (job: J) => string;
 }
@@ -32,6 +33,8 @@ export interface GroupCommitOptions<J> {
 export class GroupCommit<J, R> {
   private queue: Array<Pending<J, R>> = [];
   private running = 0;
+  /** Keys of the calls in batches now in flight. */
+  private readonly busyKeys = new Set<string>();
   private readonly maxInFlight: number;
   private readonly maxBatch: number;
 
@@ -59,31 +62,31 @@ export class GroupCommit<J, R> {
   private drain(): void {
     while (this.running < this.maxInFlight && this.queue.length > 0) {
       const batch = this.take();
+      if (batch.length === 0) return;
+      const keys = this.options.key ? batch.map((p) => this.options.key!(p.job)) : [];
+      for (const k of keys) this.busyKeys.add(k);
       this.running++;
       this.run(batch).finally(() => {
         this.running--;
+        for (const k of keys) this.busyKeys.delete(k);
         this.drain();
       });
     }
   }
 
-  /** The next batch: queue order, at most maxBatch, one call per key. */
+  /** The next batch: queue order, at most maxBatch, one call per key and none of a key in flight. */
   private take(): Array<Pending<J, R>> {
     const key = this.options.key;
     if (!key) return this.queue.splice(0, this.maxBatch);
     const batch: Array<Pending<J, R>> = [];
     const rest: Array<Pending<J, R>> = [];
-    const keys = new Set<string>();
+    // Keys taken or passed over: a later call of such a key keeps its place behind the earlier one.
+    const blocked = new Set(this.busyKeys);
     for (const p of this.queue) {
       const k = key(p.job);
-      if (batch.length < this.maxBatch && !keys.has(k)) {
-        keys.add(k);
-        batch.push(p);
-      } else {
-        // A later call of a key already in the batch, or past the cap: it keeps its place in line.
-        keys.add(k);
-        rest.push(p);
-      }
+      if (batch.length < this.maxBatch && !blocked.has(k)) batch.push(p);
+      else rest.push(p);
+      blocked.add(k);
     }
     this.queue = rest;
     return batch;
