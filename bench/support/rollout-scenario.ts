@@ -30,7 +30,21 @@ export class Connection {
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 1 });
   constructor(private readonly base: URL) {}
 
-  post(path: string, body: Uint8Array | string, contentType = "application/json"): Promise<string> {
+  /**
+   * POST and read the answer. A reused keep-alive socket the server had just closed as idle fails
+   * before the request was read (ECONNRESET on a reused socket): that request is sent again once, as
+   * HTTP clients (aiohttp included) do.
+   */
+  async post(path: string, body: Uint8Array | string, contentType = "application/json"): Promise<string> {
+    try {
+      return await this.send(path, body, contentType);
+    } catch (error) {
+      if ((error as { retryable?: boolean }).retryable) return this.send(path, body, contentType);
+      throw error;
+    }
+  }
+
+  private send(path: string, body: Uint8Array | string, contentType: string): Promise<string> {
     return new Promise((resolve, reject) => {
       const req = request(
         {
@@ -52,7 +66,10 @@ export class Connection {
           res.on("error", reject);
         },
       );
-      req.on("error", reject);
+      req.on("error", (error: NodeJS.ErrnoException) => {
+        if (req.reusedSocket && error.code === "ECONNRESET") Object.assign(error, { retryable: true });
+        reject(error);
+      });
       req.end(body);
     });
   }
