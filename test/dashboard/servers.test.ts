@@ -7,7 +7,7 @@ import { rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InMemoryLightningStore } from "@agl/core";
-import { createDashboardApp, startDashboardServer } from "@agl/dashboard";
+import { createDashboardApp, isReadOnlyCall, READ_ROUTES, startDashboardServer } from "@agl/dashboard";
 import { createStoreApp, startStoreServer } from "@agl/store";
 import { afterAll, describe, expect, it } from "vitest";
 import { bearerMatches } from "../../packages/store/src/dashboard-loader.js";
@@ -141,6 +141,109 @@ describe("agl-dashboard standalone", () => {
       await dead.close();
       await storeServer.close();
       await store.close();
+    }
+  });
+  it("forwards only the listed read routes: no write reaches the store, however its path is spelled", async () => {
+    const store = new InMemoryLightningStore({ watchdog: false });
+    const storeServer = await startStoreServer({ store, port: 0, token: TOKEN, logger: quiet });
+    const dash = await startDashboardServer({ storeUrl: storeServer.url, port: 0, assetsDir: dir });
+    const base = dash.url.replace(/\/dashboard\/$/, "");
+    const r = await store.startRollout({ input: 1 });
+    const rid = r.rollout_id;
+    const aid = r.attempt.attempt_id;
+    const named = { p: { resource_type: "prompt_template", template: "evil", engine: "f-string" } };
+    // Every store write, including those whose path ends in /search or names a read route's segment.
+    const writes: Array<[string, unknown]> = [
+      ["/v1/agl/resources/search", named],
+      ["/v1/agl/resources/latest", named],
+      ["/v1/agl/resources", named],
+      ["/v1/agl/resources/rs-x", named],
+      ["/v1/agl/resources/search/", named],
+      ["/v1/agl/resources//search", named],
+      ["/v1/agl/rollouts/search/../../resources/search", named],
+      ["/v1/agl/rollouts/x/%2e%2e/%2e%2e/resources/search", named],
+      ["/v1/agl/resources%2Fsearch", named],
+      ["/v1/agl/queues/rollouts/enqueue", { rollouts: [{ input: {} }] }],
+      ["/v1/agl/queues/rollouts/dequeue", { limit: 1 }],
+      ["/v1/agl/rollouts", { input: 2 }],
+      [`/v1/agl/rollouts/${rid}`, { status: "cancelled" }],
+      [`/v1/agl/rollouts/${rid}/attempts`, {}],
+      [`/v1/agl/rollouts/${rid}/attempts/${aid}`, { status: "failed" }],
+      [`/v1/agl/rollouts/${rid}/attempts/latest`, { status: "failed" }],
+      ["/v1/agl/spans", {}],
+      ["/v1/agl/spans/batch", { spans: [] }],
+      ["/v1/agl/spans/next", { rollout_id: rid, attempt_id: aid }],
+      ["/v1/agl/spans/next/batch", { pairs: [{ rollout_id: rid, attempt_id: aid }] }],
+      ["/v1/agl/workers/w1", { heartbeat_stats: {} }],
+      ["/v1/agl/waits/rollouts", { rollout_ids: [rid], timeout: 0 }],
+    ];
+    try {
+      for (const [path, body] of writes) {
+        const answer = await fetch(`${base}${path}`, {
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        });
+        expect(answer.status, `POST ${path}`).toBe(405);
+        await answer.body?.cancel();
+        for (const method of ["PUT", "PATCH", "DELETE"]) {
+          const other = await fetch(`${base}${path}`, { method, headers: auth });
+          expect(other.status, `${method} ${path}`).toBe(405);
+          await other.body?.cancel();
+        }
+      }
+      expect(await store.getLatestResources()).toBeNull();
+      expect((await store.queryResources()).total).toBe(0);
+      expect((await store.queryRollouts({})).total).toBe(1);
+      expect((await store.getRolloutById(rid))?.status).toBe("preparing");
+      expect((await store.queryWorkers({})).total).toBe(0);
+      expect(await store.getNextSpanSequenceId(rid, aid)).toBe(1);
+
+      // The read routes the page uses still go through, ids with reserved characters included.
+      const odd = "ro/../x?y#z";
+      const reads: Array<[string, string, unknown?]> = [
+        ["GET", "/v1/agl/health"],
+        ["GET", "/v1/agl/statistics"],
+        ["POST", "/v1/agl/rollouts/search", { limit: 5, offset: 0 }],
+        ["GET", `/v1/agl/rollouts/${rid}`],
+        ["GET", `/v1/agl/rollouts/${encodeURIComponent(odd)}`],
+        ["POST", `/v1/agl/rollouts/${rid}/attempts/search`, { limit: -1, offset: 0 }],
+        ["POST", "/v1/agl/spans/search", { rollout_id: rid }],
+        ["GET", "/v1/agl/resources?limit=5&offset=0"],
+        ["POST", "/v1/agl/workers/search", { limit: 5, offset: 0 }],
+      ];
+      for (const [method, path, body] of reads) {
+        const answer = await fetch(`${base}${path}`, {
+          method,
+          headers: { ...auth, ...(body ? { "content-type": "application/json" } : {}) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        expect(answer.status, `${method} ${path}`).toBe(200);
+        await answer.body?.cancel();
+      }
+      const got = await fetch(`${base}/v1/agl/rollouts/${rid}`, { headers: auth });
+      expect(((await got.json()) as { rollout_id: string }).rollout_id).toBe(rid);
+    } finally {
+      await dash.close();
+      await storeServer.close();
+      await store.close();
+    }
+  });
+
+  it("the allow-list is exact: method and whole pattern", () => {
+    expect(isReadOnlyCall("POST", "/v1/agl/rollouts/search")).toBe(true);
+    expect(isReadOnlyCall("POST", "/v1/agl/resources/search")).toBe(false);
+    expect(isReadOnlyCall("POST", "/v1/agl/rollouts/r1/attempts/search")).toBe(true);
+    expect(isReadOnlyCall("POST", "/v1/agl/rollouts/r1/attempts/a1")).toBe(false);
+    expect(isReadOnlyCall("POST", "/v1/agl/rollouts/r1")).toBe(false);
+    expect(isReadOnlyCall("GET", "/v1/agl/rollouts/r1")).toBe(true);
+    expect(isReadOnlyCall("GET", "/v1/agl/rollouts/r1/x")).toBe(false);
+    expect(isReadOnlyCall("GET", "/v1/agl/rollouts//")).toBe(false);
+    expect(isReadOnlyCall("HEAD", "/v1/agl/health")).toBe(false);
+    expect(isReadOnlyCall("GET", "/v1/agl/rollouts/%E0%A4%A")).toBe(false);
+    for (const [method, pattern] of READ_ROUTES) {
+      expect(isReadOnlyCall(method, pattern.replaceAll(/:\w+/g, "id-1"))).toBe(true);
+      if (method === "GET") expect(isReadOnlyCall("POST", pattern.replaceAll(/:\w+/g, "id-1"))).toBe(false);
     }
   });
 });

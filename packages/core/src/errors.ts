@@ -52,8 +52,9 @@ export class IllegalTransitionError extends AglError {
   readonly from: string;
   readonly to: string;
 
-  constructor(entity: "rollout" | "attempt", id: string, from: string, to: string) {
-    super(`Illegal ${entity} status transition for ${id}: ${from} -> ${to}`);
+  /** `reason` (optional) says why a transition the status table allows is refused here. */
+  constructor(entity: "rollout" | "attempt", id: string, from: string, to: string, reason?: string) {
+    super(`Illegal ${entity} status transition for ${id}: ${from} -> ${to}${reason ? ` (${reason})` : ""}`);
     this.name = "IllegalTransitionError";
     this.entity = entity;
     this.id = id;

@@ -46,6 +46,7 @@ export * from "./trainer/baseline.js";
 export * from "./trainer/trainer.js";
 export * from "./types/ids.js";
 export * from "./types/input-rules.js";
+export * from "./types/json-nesting.js";
 export * from "./types/misc.js";
 export * from "./types/resources.js";
 export * from "./types/rollout.js";

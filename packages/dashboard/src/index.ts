@@ -5,7 +5,7 @@
  * `agl-dashboard --store URL`.
  */
 export { createDashboardApp, type DashboardAppOptions, defaultAssetsDir } from "./server/dashboard-app.js";
-export { forwardToStore, isReadOnlyCall } from "./server/forward.js";
+export { forwardToStore, isReadOnlyCall, READ_ROUTES, readRoutePath } from "./server/forward.js";
 export {
   createStandaloneApp,
   type DashboardServer,

@@ -18,6 +18,7 @@ import {
   type AttemptedRollout,
   type AttemptPatch,
   AttemptPatchSchema,
+  EnqueueBatchSchema,
   type EnqueueRolloutRequest,
   EnqueueRolloutRequestSchema,
   type Rollout,
@@ -149,7 +150,7 @@ export class InMemoryLightningStore implements LightningStore {
 
   async enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
     // Validate everything first so a bad item enqueues nothing.
-    const reqs = parseOrThrow(z.array(EnqueueRolloutRequestSchema), requests, "requests");
+    const reqs = parseOrThrow(EnqueueBatchSchema, requests, "requests");
     const prepared = reqs.map((r) => this.newRollout(r));
     const engine = this.enter();
     const now = nowSeconds();

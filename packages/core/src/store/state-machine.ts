@@ -3,7 +3,8 @@
  * store implementation so that in-memory, SQLite and PostgreSQL agree by construction.
  *
  * Deliberate differences from the reference: illegal transitions are rejected, terminal attempt
- * statuses (failed/succeeded/timeout) all get an end_time, and liveness counts heartbeats as well as spans.
+ * statuses (failed/succeeded/timeout) all get an end_time, liveness counts heartbeats as well as spans,
+ * and a run of a rollout has at most one succeeded attempt ({@link settleSuccess}).
  */
 import { IllegalTransitionError } from "../errors.js";
 import type { WorkerStatus } from "../types/misc.js";
@@ -162,14 +163,64 @@ export function attemptEndTime(status: AttemptStatus, previous: number | null, n
  * The rollout status after its latest attempt moves to `attemptStatus` ({@link rolloutStatusForAttempt}),
  * unless the state machine forbids that rollout transition (e.g. a late "succeeded" for a rollout already
  * cancelled or failed): then the rollout keeps its status. The attempt change itself still applies.
+ * A success of an unfinished rollout always finishes it, even from `requeuing` (an attempt marked
+ * unresponsive whose result arrives before the retry started): a late success wins.
  */
 export function rolloutStatusAfterAttempt(
   rollout: Pick<Rollout, "config" | "status">,
   attempt: Pick<Attempt, "sequence_id">,
   attemptStatus: AttemptStatus,
 ): RolloutStatus {
+  if (attemptStatus === "succeeded" && !isTerminalRolloutStatus(rollout.status)) return "succeeded";
   const target = rolloutStatusForAttempt(rollout, attempt, attemptStatus);
   return canTransitionRollout(rollout.status, target) ? target : rollout.status;
+}
+
+/** What an attempt's success does beyond the attempt itself ({@link settleSuccess}). */
+export type SuccessEffect =
+  /** Not a new success, or the latest attempt's own: the usual rules apply. */
+  | { kind: "usual" }
+  /** An older attempt's late success: the rollout succeeds and its live latest attempt is superseded. */
+  | { kind: "late-win" }
+  /** The rollout already succeeded with another attempt: refused, nothing changes. */
+  | { kind: "refused"; reason: string };
+
+/**
+ * A rollout has at most one succeeded attempt per run, and a late success is never lost silently.
+ * Agent Lightning lets a late success win, and so do the stores:
+ * - an older attempt (e.g. one marked `unresponsive` and retried) that succeeds while its rollout is
+ *   not finished finishes the rollout (`succeeded`); the newer attempt still running is superseded:
+ *   it becomes `failed` (metadata.error.type "Superseded"), so its own later report is refused;
+ * - a success reported by any attempt but the latest once the rollout has succeeded is refused with
+ *   IllegalTransitionError (HTTP 409), so of two attempts racing to report, exactly one wins.
+ * The latest attempt's success follows {@link rolloutStatusAfterAttempt}. A rollout queued again
+ * explicitly after it succeeded (updateRollout to queuing, or startAttempt) starts a new run.
+ */
+export function settleSuccess(
+  rollout: Pick<Rollout, "status">,
+  attempt: Pick<Attempt, "status">,
+  to: AttemptStatus,
+  isLatest: boolean,
+): SuccessEffect {
+  if (to !== "succeeded" || attempt.status === "succeeded" || isLatest) return { kind: "usual" };
+  if (rollout.status === "succeeded") {
+    return { kind: "refused", reason: "another attempt of its rollout already succeeded" };
+  }
+  return isTerminalRolloutStatus(rollout.status) ? { kind: "usual" } : { kind: "late-win" };
+}
+
+/** The metadata of a latest attempt superseded by an older attempt's late success. */
+export function supersededMetadata(
+  metadata: Record<string, unknown> | null | undefined,
+  winnerAttemptId: string,
+): Record<string, unknown> {
+  return {
+    ...(metadata ?? {}),
+    error: {
+      type: "Superseded",
+      message: `attempt ${winnerAttemptId} of this rollout succeeded late; this attempt's result is not used`,
+    },
+  };
 }
 
 /**

@@ -17,6 +17,7 @@ import { resourceAndWorkerTests } from "./conformance/resources-workers.js";
 import { sanitizeTests } from "./conformance/sanitize.js";
 import { spanTests } from "./conformance/spans.js";
 import { statusTests } from "./conformance/status.js";
+import { successTests } from "./conformance/success.js";
 import { waitTests } from "./conformance/wait.js";
 import { watchdogTests } from "./conformance/watchdog.js";
 import type { StoreFactory } from "./helpers.js";
@@ -37,6 +38,7 @@ export function describeStoreConformance(
   describe(`LightningStore conformance: ${name}`, () => {
     queueTests(factory);
     statusTests(factory);
+    successTests(factory);
     watchdogTests(factory, scale);
     spanTests(factory);
     queryTests(factory);

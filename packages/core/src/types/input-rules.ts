@@ -7,7 +7,8 @@
  * - PostgreSQL cannot store U+0000 in text or jsonb, and rejects (or, through its UTF-8 encoding,
  *   silently replaces) lone UTF-16 surrogates: strings, object keys included, may contain neither.
  * - PostgreSQL columns are 32-bit integers and SQLite loses precision above 2^53 - 1: integers that
- *   reach a column stay well inside int32, with headroom left for the sequence ids a store hands out.
+ *   reach a column stay well inside int32; the span sequence ids a store hands out obey the same
+ *   maximum as the ones callers give (MAX_SPAN_SEQUENCE_ID).
  * - `.` and `..` are rewritten by URL normalisation, so no id may be one; ids have no control
  *   characters and a bounded length.
  * - Deep nesting overflows recursive walkers (and PostgreSQL's JSON parser): values nest at most
@@ -21,12 +22,28 @@ export const MAX_ID_LENGTH = 512;
 export const MAX_NESTING_DEPTH = 64;
 /** Largest JSON field (input, metadata, attributes...) by a fast size estimate (string lengths + 8 per item). */
 export const MAX_VALUE_BYTES = 64 * 1024 * 1024;
-/** Largest span sequence_id a caller may give; stores hand out ids up to MAX_STORED_INT above it. */
+/**
+ * Largest span sequence_id, given by a caller or handed out by a store. Stores never hand out more: once
+ * a rollout's counter reaches it (in practice only when a caller gave this id explicitly, as no rollout
+ * allocates 2^30 ids), every later id is MAX_SPAN_SEQUENCE_ID itself. Sequence ids are an ordering hint
+ * (spans are keyed by span_id, not by sequence_id), so the spans keep being stored and only lose their
+ * relative order at the top; a rollout is never stopped by its own counter.
+ */
 export const MAX_SPAN_SEQUENCE_ID = 2 ** 30;
+/** A sequence counter's next value as handed out: at most MAX_SPAN_SEQUENCE_ID (see there). */
+export function capSequenceId(value: number): number {
+  return Math.min(value, MAX_SPAN_SEQUENCE_ID);
+}
+
 /** Largest integer any store keeps in an integer column (PostgreSQL INTEGER). */
 export const MAX_STORED_INT = 2 ** 31 - 1;
 /** Most rollouts one dequeue call may claim. */
 export const MAX_DEQUEUE_LIMIT = 1000;
+/**
+ * Most rollouts one enqueueManyRollouts call (POST /queues/rollouts/enqueue) may create: one call is
+ * one transaction and one answer, both held in memory whole.
+ */
+export const MAX_ENQUEUE_BATCH = 10_000;
 /** Most ids one call may name (waits, id filters, sequence-id pairs). */
 export const MAX_IDS_PER_CALL = 10_000;
 

@@ -1,5 +1,11 @@
 import { z } from "zod";
-import { IdStringSchema, MAX_STORED_INT, StorableJsonSchema, StorableRecordSchema } from "./input-rules.js";
+import {
+  IdStringSchema,
+  MAX_ENQUEUE_BATCH,
+  MAX_STORED_INT,
+  StorableJsonSchema,
+  StorableRecordSchema,
+} from "./input-rules.js";
 
 export const RolloutStatusSchema = z.enum([
   "queuing",
@@ -90,6 +96,8 @@ export const EnqueueRolloutRequestSchema = z.object({
   metadata: StorableRecordSchema.nullable().optional(),
 });
 export type EnqueueRolloutRequest = z.input<typeof EnqueueRolloutRequestSchema>;
+/** One `enqueueManyRollouts` call: at most MAX_ENQUEUE_BATCH requests (enqueue more in several calls). */
+export const EnqueueBatchSchema = z.array(EnqueueRolloutRequestSchema).max(MAX_ENQUEUE_BATCH);
 
 /** Fields of `updateRollout`; a key that is present is set (null included), an absent key is left alone. */
 export const RolloutPatchSchema = z.object({

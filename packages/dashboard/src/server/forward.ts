@@ -9,10 +9,69 @@ export interface ForwardOptions {
   bodyLimitBytes: number;
 }
 
-/** Read-only: GETs, and POST only to the `.../search` query routes. */
+/**
+ * The only store calls the dashboard forwards: the v0.3 read routes, by method and exact route pattern
+ * (`:x` is one path segment). A suffix rule is not enough: `POST /resources/search` ends in `/search`
+ * but is the write `POST /resources/:id`, which would create a resource set named "search".
+ */
+export const READ_ROUTES: ReadonlyArray<readonly ["GET" | "POST", string]> = [
+  ["GET", "/v1/agl/health"],
+  ["GET", "/v1/agl/statistics"],
+  ["GET", "/v1/agl/rollouts"],
+  ["POST", "/v1/agl/rollouts/search"],
+  ["GET", "/v1/agl/rollouts/:rid"],
+  ["GET", "/v1/agl/rollouts/:rid/attempts"],
+  ["POST", "/v1/agl/rollouts/:rid/attempts/search"],
+  ["GET", "/v1/agl/rollouts/:rid/attempts/latest"],
+  ["GET", "/v1/agl/spans"],
+  ["POST", "/v1/agl/spans/search"],
+  ["GET", "/v1/agl/resources"],
+  ["GET", "/v1/agl/resources/latest"],
+  ["GET", "/v1/agl/resources/:id"],
+  ["GET", "/v1/agl/workers"],
+  ["POST", "/v1/agl/workers/search"],
+  ["GET", "/v1/agl/workers/:wid"],
+];
+
+/**
+ * The store path to call for `method path` when it is one of {@link READ_ROUTES}, else null. The path
+ * is rebuilt from the decoded segments (each re-encoded whole), so the store routes exactly the call
+ * that was checked: an encoded `/` or a dot segment cannot turn it into another route.
+ */
+export function readRoutePath(method: string, path: string): string | null {
+  const segments = splitPath(path);
+  if (segments === null) return null;
+  for (const [m, pattern] of READ_ROUTES) {
+    if (m !== method) continue;
+    const parts = pattern.split("/").slice(1);
+    if (parts.length !== segments.length) continue;
+    if (parts.every((p, i) => p.startsWith(":") || p === segments[i])) {
+      return `/${segments.map(encodeURIComponent).join("/")}`;
+    }
+  }
+  return null;
+}
+
+/** Whether the dashboard forwards `method path` (one of {@link READ_ROUTES}). */
 export function isReadOnlyCall(method: string, path: string): boolean {
-  if (method === "GET") return true;
-  return method === "POST" && path.endsWith("/search");
+  return readRoutePath(method, path) !== null;
+}
+
+/** The decoded, non-empty segments of a URL path; null for an empty segment or undecodable escapes. */
+function splitPath(path: string): string[] | null {
+  const raw = path.split("/").slice(1);
+  const out: string[] = [];
+  for (const segment of raw) {
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(segment);
+    } catch {
+      return null;
+    }
+    if (decoded === "" || decoded === "." || decoded === "..") return null;
+    out.push(decoded);
+  }
+  return out;
 }
 
 const FORWARDED_REQUEST_HEADERS = ["authorization", "content-type", "accept"];
@@ -24,7 +83,8 @@ const FORWARDED_RESPONSE_HEADERS = ["content-type", "www-authenticate", "x-agl-s
  */
 export async function forwardToStore(c: Context, options: ForwardOptions): Promise<Response> {
   const url = new URL(c.req.url);
-  if (!isReadOnlyCall(c.req.method, url.pathname)) {
+  const target = readRoutePath(c.req.method, url.pathname);
+  if (target === null) {
     return c.json(
       {
         detail: `The dashboard only reads the store; ${c.req.method} ${url.pathname} is not forwarded`,
@@ -50,7 +110,7 @@ export async function forwardToStore(c: Context, options: ForwardOptions): Promi
   }
   let upstream: Response;
   try {
-    upstream = await fetch(`${options.storeUrl}${url.pathname}${url.search}`, {
+    upstream = await fetch(`${options.storeUrl}${target}${url.search}`, {
       method: c.req.method,
       headers,
       body,

@@ -3,7 +3,7 @@
  * mutations back in batches (one statement per table via unnest), so a transaction costs a handful of
  * round trips however many rollouts, attempts or spans it touches.
  */
-import { type Attempt, NotFoundError, type Rollout, type Span } from "@agl/core";
+import { type Attempt, MAX_SPAN_SEQUENCE_ID, NotFoundError, type Rollout, type Span } from "@agl/core";
 import type pg from "pg";
 import {
   type FoldedWorkerEvent,
@@ -46,7 +46,7 @@ export interface PgRolloutRow {
   queue_seq: string | null;
   deadline: number | null;
   attempt_count: number;
-  /** The latest attempt (row_to_json), when selected with ROLLOUT_WITH_LATEST. */
+  /** The latest attempt (row_to_json with ROLLOUT_WITH_LATEST, or set by readLatestAttempts). */
   latest?: Attempt | null;
 }
 
@@ -68,7 +68,7 @@ export interface PgLoaded {
   latest: Attempt | null;
 }
 
-function loadedFrom(row: PgRolloutRow): PgLoaded {
+export function loadedFrom(row: PgRolloutRow): PgLoaded {
   return { row, rollout: rolloutFromPg(row), latest: row.latest ? attemptFromPg(row.latest) : null };
 }
 
@@ -86,9 +86,10 @@ export async function lockExistingRollouts(
 ): Promise<Map<string, PgLoaded>> {
   const { rows } = await c.query<PgRolloutRow>({
     name: "agl_lock_rollouts",
-    text: `${ROLLOUT_WITH_LATEST} WHERE r.rollout_id = ANY($1::text[]) ORDER BY r.rollout_id FOR UPDATE OF r`,
+    text: `SELECT ${ROLLOUT_COLS} FROM rollouts r WHERE r.rollout_id = ANY($1::text[]) ORDER BY r.rollout_id FOR UPDATE OF r`,
     values: [[...new Set(ids)]],
   });
+  await readLatestAttempts(c, rows);
   const out = new Map<string, PgLoaded>();
   for (const row of rows) out.set(row.rollout_id, loadedFrom(row));
   return out;
@@ -97,14 +98,29 @@ export async function lockExistingRollouts(
 export const rolloutNotFound = (id: string): NotFoundError =>
   new NotFoundError("rollout", id, `Rollout ${id} not found`);
 
-export async function lockRollout(c: Queryable, id: string): Promise<PgLoaded> {
-  return (await lockRollouts(c, [id])).get(id)!;
+/**
+ * Set `latest` of locked rollout rows, in a statement of its own. Under READ COMMITTED a locking
+ * statement that waited for another transaction re-reads only the rows it locks: an attempt joined to
+ * them would be the version from before that transaction, and writing it back would undo its change
+ * (a succeeded attempt back to running, or a second success let through). This statement's snapshot
+ * is taken after the locks are held, so it sees every commit of a transaction that held them.
+ */
+export async function readLatestAttempts(c: Queryable, rows: PgRolloutRow[]): Promise<void> {
+  for (const row of rows) row.latest = null;
+  const withAttempts = rows.filter((r) => r.attempt_count > 0);
+  if (withAttempts.length === 0) return;
+  const { rows: attempts } = await c.query<Attempt>({
+    name: "agl_read_latest_attempts",
+    text: `SELECT a.* FROM attempts a JOIN unnest($1::text[], $2::int[]) AS t(rid, seq)
+     ON a.rollout_id = t.rid AND a.sequence_id = t.seq`,
+    values: [withAttempts.map((r) => r.rollout_id), withAttempts.map((r) => r.attempt_count)],
+  });
+  const byRollout = new Map(attempts.map((a) => [a.rollout_id, a]));
+  for (const row of withAttempts) row.latest = byRollout.get(row.rollout_id) ?? null;
 }
 
-/** Rows of `sql` (selecting ROLLOUT_WITH_LATEST columns) as loaded rollouts. */
-export async function loadRolloutsWhere(c: Queryable, sql: string, params: unknown[]): Promise<PgLoaded[]> {
-  const { rows } = await c.query<PgRolloutRow>(sql, params);
-  return rows.map(loadedFrom);
+export async function lockRollout(c: Queryable, id: string): Promise<PgLoaded> {
+  return (await lockRollouts(c, [id])).get(id)!;
 }
 
 /**
@@ -335,7 +351,11 @@ export async function insertSpans(c: Queryable, spans: readonly Span[]): Promise
   return new Set(rows.map((r) => `${key(r.rollout_id, r.attempt_id)}\u0000${r.span_id}`));
 }
 
-/** Allocate `count` consecutive sequence ids per rollout atomically; returns the last one of each. */
+/**
+ * Allocate `count` consecutive sequence ids per rollout atomically; returns the last one of each. The
+ * counter restarts from at most MAX_SPAN_SEQUENCE_ID, so it stays far inside INTEGER; callers cap what
+ * they hand out (capSequenceId).
+ */
 export async function allocateSequences(
   c: Queryable,
   counts: ReadonlyMap<string, number>,
@@ -343,7 +363,7 @@ export async function allocateSequences(
   const { rows } = await c.query<{ rollout_id: string; value: number }>({
     name: "agl_allocate_sequences",
     text: `INSERT INTO span_sequences (rollout_id, value) SELECT * FROM unnest($1::text[], $2::int[])
-     ON CONFLICT (rollout_id) DO UPDATE SET value = span_sequences.value + EXCLUDED.value
+     ON CONFLICT (rollout_id) DO UPDATE SET value = LEAST(span_sequences.value, ${MAX_SPAN_SEQUENCE_ID}) + EXCLUDED.value
      RETURNING rollout_id, value`,
     values: [[...counts.keys()], [...counts.values()]],
   });

@@ -11,13 +11,14 @@ import {
   insertSpans,
   key,
   loadAttempts,
-  loadRolloutsWhere,
+  loadedFrom,
   lockRollouts,
   type PersistItem,
   type PgLoaded,
   type PgRolloutRow,
   type Queryable,
-  ROLLOUT_WITH_LATEST,
+  ROLLOUT_COLS,
+  readLatestAttempts,
   rolloutFromPg,
 } from "./pg-db.js";
 
@@ -158,11 +159,12 @@ export async function expireDue(
   c: Queryable,
   now: number,
 ): Promise<{ items: PersistItem[]; applied: number; terminal: string[] }> {
-  const due = await loadRolloutsWhere(
-    c,
-    `${ROLLOUT_WITH_LATEST} WHERE r.deadline < $1 ORDER BY r.deadline LIMIT 500 FOR UPDATE OF r SKIP LOCKED`,
+  const { rows } = await c.query<PgRolloutRow>(
+    `SELECT ${ROLLOUT_COLS} FROM rollouts r WHERE r.deadline < $1 ORDER BY r.deadline LIMIT 500 FOR UPDATE OF r SKIP LOCKED`,
     [now],
   );
+  await readLatestAttempts(c, rows);
+  const due = rows.map(loadedFrom);
   let applied = 0;
   const terminal: string[] = [];
   const items = due.map((loaded): PersistItem => {

@@ -11,8 +11,9 @@ import {
   type AttemptedRollout,
   type AttemptPatch,
   AttemptPatchSchema,
+  capSequenceId,
+  EnqueueBatchSchema,
   type EnqueueRolloutRequest,
-  EnqueueRolloutRequestSchema,
   type LightningStore,
   type NamedResources,
   nowSeconds,
@@ -293,7 +294,7 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
   }
 
   async enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
-    const reqs = parseOrThrow(z.array(EnqueueRolloutRequestSchema), requests, "requests");
+    const reqs = parseOrThrow(EnqueueBatchSchema, requests, "requests");
     await this.enter();
     if (reqs.length === 0) return [];
     // Queue positions and the latest resources in one round trip; one INSERT is atomic on its own.
@@ -412,7 +413,7 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
   ): Promise<Span | null> {
     return this.write(async (c, effects) => {
       await loadAttempts(c, [{ loaded: await lockRollout(c, rid), aid }]);
-      const sequence = seq ?? (await allocateSequences(c, new Map([[rid, 1]]))).get(rid)!;
+      const sequence = seq ?? capSequenceId((await allocateSequences(c, new Map([[rid, 1]]))).get(rid)!);
       const converted = spanFromReadable(span, { rolloutId: rid, attemptId: aid, sequenceId: sequence });
       return (await this.storeSpans(c, effects, [parseSpanInput(converted, "span")]))[0] ?? null;
     });

@@ -10,6 +10,8 @@ import type {
 } from "@agl/core";
 import {
   AttemptSchema,
+  bodyNestsTooDeep,
+  MAX_BODY_NESTING_DEPTH,
   MAX_IDS_PER_CALL,
   MAX_STORED_INT,
   ResourcesUpdateSchema,
@@ -53,11 +55,21 @@ export async function readQueryParams(c: Context, listKeys: ReadonlyArray<string
   return out;
 }
 
-/** The JSON body, or `empty` when there is none. A body that is not JSON is a 422. */
+/**
+ * The JSON body, or `empty` when there is none. A body that is not JSON, or nests deeper than
+ * MAX_BODY_NESTING_DEPTH, is a 422; the depth is checked before parsing (parsing a deep body is what
+ * costs the memory).
+ */
 export async function readJsonBody(c: Context, empty: unknown): Promise<unknown> {
   const text = await c.req.text();
   // A search for the first non-space character, not trim(): trimming a large body copies it.
   if (!/\S/.test(text)) return empty;
+  if (bodyNestsTooDeep(text, MAX_BODY_NESTING_DEPTH)) {
+    throw new RequestValidationError(
+      "",
+      `body nests arrays/objects deeper than ${MAX_BODY_NESTING_DEPTH} levels`,
+    );
+  }
   try {
     return JSON.parse(text);
   } catch (error) {

@@ -1,5 +1,6 @@
 import {
   AttemptPatchSchema,
+  EnqueueBatchSchema,
   EnqueueRolloutRequestSchema,
   IdStringSchema,
   type LightningStore,
@@ -21,7 +22,7 @@ export interface WaitLimits {
   shutdownSignal: AbortSignal;
 }
 
-const EnqueueBody = z.object({ rollouts: z.array(EnqueueRolloutRequestSchema) });
+const EnqueueBody = z.object({ rollouts: EnqueueBatchSchema });
 const DequeueBody = z.object({
   // Clamped, not refused: the Python client swallows a 422 here and its runner would idle forever.
   limit: z

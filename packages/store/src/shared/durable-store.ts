@@ -9,6 +9,7 @@ import {
   type Attempt,
   type AttemptedRollout,
   type AttemptQuery,
+  capSequenceId,
   type EnqueueRolloutRequest,
   type NamedResources,
   NamedResourcesSchema,
@@ -301,7 +302,7 @@ export abstract class DurableStoreBase {
     const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
     parseOrThrow(IdSchema, attemptId, "attempt_id");
     await this.enter();
-    return (await this.reserveSequences(new Map([[rid, 1]]))).get(rid)!;
+    return capSequenceId((await this.reserveSequences(new Map([[rid, 1]]))).get(rid)!);
   }
 
   async getManySpanSequenceIds(pairs: ReadonlyArray<readonly [string, string]>): Promise<number[]> {

@@ -11,7 +11,9 @@ import {
   assertAttemptTransition,
   assertRolloutTransition,
   attemptEndTime,
+  IllegalTransitionError,
   isQueuingLike,
+  isTerminalAttemptStatus,
   isTerminalRolloutStatus,
   newAttemptId,
   nextWatchdogDeadline,
@@ -19,7 +21,9 @@ import {
   type RolloutStatus,
   rolloutEndTime,
   rolloutStatusAfterAttempt,
+  settleSuccess,
   statusesAfterActivity,
+  supersededMetadata,
   type WorkerStatus,
   watchdogVerdict,
   workerStatusForAttempt,
@@ -131,12 +135,26 @@ export class RolloutMutation {
   /** Move an attempt to `status` (checked); mirror it to the rollout when it is the latest; sync its worker. */
   setAttemptStatus(attempt: Attempt, status: AttemptStatus): void {
     assertAttemptTransition(attempt.attempt_id, attempt.status, status);
+    const success = settleSuccess(this.rollout, attempt, status, this.isLatest(attempt));
+    if (success.kind === "refused") {
+      throw new IllegalTransitionError("attempt", attempt.attempt_id, attempt.status, status, success.reason);
+    }
     attempt.status = status;
     attempt.end_time = attemptEndTime(status, attempt.end_time, this.now);
     this.touch(attempt);
     if (this.isLatest(attempt)) {
       const next = rolloutStatusAfterAttempt(this.rollout, attempt, status);
       if (next !== this.rollout.status) this.setRolloutStatus(next);
+    } else if (success.kind === "late-win") {
+      const latest = this.latest;
+      // The newer attempt's worker may still be running it; its worker record is left to that worker.
+      if (latest && !isTerminalAttemptStatus(latest.status)) {
+        latest.status = "failed";
+        latest.end_time = attemptEndTime("failed", latest.end_time, this.now);
+        latest.metadata = supersededMetadata(latest.metadata, attempt.attempt_id);
+        this.touch(latest);
+      }
+      this.setRolloutStatus("succeeded");
     }
     this.syncWorker(attempt);
   }

@@ -3,7 +3,14 @@
  * RolloutMutation (rollout state, attempts, queue position, watchdog deadline, worker events). All
  * methods are synchronous and must run inside a transaction opened by the caller.
  */
-import { type Attempt, NotFoundError, type Rollout, type Span } from "@agl/core";
+import {
+  type Attempt,
+  capSequenceId,
+  MAX_SPAN_SEQUENCE_ID,
+  NotFoundError,
+  type Rollout,
+  type Span,
+} from "@agl/core";
 import type { Database, Statement } from "better-sqlite3";
 import { compactWorkerEvents, type RolloutMutation, type WorkerEvent } from "../shared/rollout-mutation.js";
 import { toJson, toJsonRequired } from "../shared/schemas.js";
@@ -86,10 +93,13 @@ export class SqliteDb {
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       bumpSequence: p(`INSERT INTO span_sequences (rollout_id, value) VALUES (?, ?)
         ON CONFLICT (rollout_id) DO UPDATE SET value = MAX(value, excluded.value)`),
+      // The counter restarts from at most MAX_SPAN_SEQUENCE_ID, so it stays below that plus one
+      // call's count, and what is handed out is capped (sequenceIdsFrom).
       nextSequence: p(`INSERT INTO span_sequences (rollout_id, value) VALUES (?, 1)
-        ON CONFLICT (rollout_id) DO UPDATE SET value = value + 1 RETURNING value`),
+        ON CONFLICT (rollout_id) DO UPDATE SET value = MIN(value, ${MAX_SPAN_SEQUENCE_ID}) + 1 RETURNING value`),
       allocateSequences: p(`INSERT INTO span_sequences (rollout_id, value) VALUES (?, ?)
-        ON CONFLICT (rollout_id) DO UPDATE SET value = value + excluded.value RETURNING value`),
+        ON CONFLICT (rollout_id) DO UPDATE SET value = MIN(value, ${MAX_SPAN_SEQUENCE_ID}) + excluded.value
+        RETURNING value`),
       dueRollouts: p(
         "SELECT * FROM rollouts WHERE deadline IS NOT NULL AND deadline < ? ORDER BY deadline LIMIT ?",
       ),
@@ -225,7 +235,7 @@ export class SqliteDb {
   }
 
   nextSequence(rid: string): number {
-    return this.stmt.nextSequence.get(rid)!.value;
+    return capSequenceId(this.stmt.nextSequence.get(rid)!.value);
   }
 
   /** Reserve `count` consecutive sequence ids of a rollout; returns the first. */

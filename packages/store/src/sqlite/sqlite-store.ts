@@ -11,8 +11,8 @@ import {
   type AttemptedRollout,
   type AttemptPatch,
   AttemptPatchSchema,
+  EnqueueBatchSchema,
   type EnqueueRolloutRequest,
-  EnqueueRolloutRequestSchema,
   type LightningStore,
   type NamedResources,
   nowSeconds,
@@ -158,7 +158,7 @@ export class SqliteLightningStore extends DurableStoreBase implements LightningS
   }
 
   async enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
-    const reqs = parseOrThrow(z.array(EnqueueRolloutRequestSchema), requests, "requests");
+    const reqs = parseOrThrow(EnqueueBatchSchema, requests, "requests");
     return this.write((db) => {
       const now = nowSeconds();
       const latest = db.latestResourcesId();

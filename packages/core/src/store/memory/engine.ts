@@ -4,8 +4,9 @@
  * from the shared pure functions in ../state-machine.ts. Callers validate and copy; this module
  * trusts its inputs and hands out its own objects.
  */
-import { NotFoundError } from "../../errors.js";
+import { IllegalTransitionError, NotFoundError } from "../../errors.js";
 import { newAttemptId, newResourcesId, newRolloutId } from "../../types/ids.js";
+import { capSequenceId } from "../../types/input-rules.js";
 import type { Worker } from "../../types/misc.js";
 import type { NamedResources, ResourcesUpdate } from "../../types/resources.js";
 import type {
@@ -22,11 +23,14 @@ import {
   assertRolloutTransition,
   attemptEndTime,
   isQueuingLike,
+  isTerminalAttemptStatus,
   isTerminalRolloutStatus,
   nextWatchdogDeadline,
   rolloutEndTime,
   rolloutStatusAfterAttempt,
+  settleSuccess,
   statusesAfterActivity,
+  supersededMetadata,
   watchdogVerdict,
   workerStatusForAttempt,
 } from "../state-machine.js";
@@ -221,11 +225,24 @@ export class MemoryEngine {
   /** Move an attempt to `status` (checked), mirror it to the rollout if it is the latest, sync its worker. */
   setAttemptStatus(rollout: Rollout, attempt: Attempt, status: AttemptStatus, now: number): void {
     assertAttemptTransition(attempt.attempt_id, attempt.status, status);
+    const latest = this.latestAttempt(rollout.rollout_id)!;
+    const success = settleSuccess(rollout, attempt, status, latest === attempt);
+    if (success.kind === "refused") {
+      throw new IllegalTransitionError("attempt", attempt.attempt_id, attempt.status, status, success.reason);
+    }
     attempt.status = status;
     attempt.end_time = attemptEndTime(status, attempt.end_time, now);
-    if (this.latestAttempt(rollout.rollout_id) === attempt) {
+    if (latest === attempt) {
       const next = rolloutStatusAfterAttempt(rollout, attempt, status);
       if (next !== rollout.status) this.setRolloutStatus(rollout, next, now);
+    } else if (success.kind === "late-win") {
+      // The newer attempt's worker may still be running it; its worker record is left to that worker.
+      if (!isTerminalAttemptStatus(latest.status)) {
+        latest.status = "failed";
+        latest.end_time = attemptEndTime("failed", latest.end_time, now);
+        latest.metadata = supersededMetadata(latest.metadata, attempt.attempt_id);
+      }
+      this.setRolloutStatus(rollout, "succeeded", now);
     }
     this.syncWorker(attempt, now);
     this.refreshDeadline(rollout.rollout_id);
@@ -256,8 +273,9 @@ export class MemoryEngine {
     if (seq > (this.sequence.get(rid) ?? 0)) this.sequence.set(rid, seq);
   }
 
+  /** The next id, saturating at MAX_SPAN_SEQUENCE_ID (the counter never exceeds what inputs accept). */
   nextSequence(rid: string): number {
-    const next = (this.sequence.get(rid) ?? 0) + 1;
+    const next = capSequenceId((this.sequence.get(rid) ?? 0) + 1);
     this.sequence.set(rid, next);
     return next;
   }

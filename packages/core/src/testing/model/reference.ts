@@ -99,12 +99,28 @@ export class StoreModel {
   setAttempt(r: ModelRollout, index: number, to: AS): boolean {
     const attempt = r.attempts[index]!;
     if (!attemptMoveOk(attempt.status, to)) return false;
+    const latestIndex = r.attempts.length - 1;
+    const newSuccess = to === "succeeded" && attempt.status !== "succeeded";
+    const finished = r.status === "succeeded" || r.status === "failed" || r.status === "cancelled";
+    // A second success (an older attempt after the rollout succeeded) is refused.
+    if (newSuccess && index !== latestIndex && r.status === "succeeded") return false;
     attempt.status = to;
-    if (index !== r.attempts.length - 1) return true;
+    if (index !== latestIndex) {
+      // An older attempt's late success wins: the rollout succeeds, a live latest attempt fails.
+      if (newSuccess && !finished) {
+        const latest = r.attempts[latestIndex]!;
+        if (latest.status !== "failed" && latest.status !== "succeeded" && latest.status !== "timeout") {
+          latest.status = "failed";
+        }
+        r.status = "succeeded";
+      }
+      return true;
+    }
     let next: RS;
     if (to === "preparing" || to === "running" || to === "succeeded") next = to;
     else next = r.retryOn.includes(to) && index + 1 < r.maxAttempts ? "requeuing" : "failed";
-    if (rolloutMoveOk(r.status, next)) {
+    // A success always finishes an unfinished rollout (requeuing included).
+    if ((to === "succeeded" && !finished) || rolloutMoveOk(r.status, next)) {
       r.status = next;
       this.queueUp(r);
     }

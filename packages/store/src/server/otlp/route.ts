@@ -1,6 +1,6 @@
 import { promisify } from "node:util";
 import { createGunzip, gzip } from "node:zlib";
-import type { LightningStore } from "@agl/core";
+import { bodyNestsTooDeep, type LightningStore, MAX_OTLP_JSON_NESTING_DEPTH } from "@agl/core";
 import type { Context, Hono } from "hono";
 import type { StoreServerLogger } from "../logging.js";
 import { convertTraceRequest } from "./convert.js";
@@ -47,11 +47,7 @@ export function registerOtlpRoutes(app: Hono, store: LightningStore, options: Ot
     try {
       const body = await readBody(c, options.maxDecompressedBytes);
       const request =
-        body.length === 0
-          ? {}
-          : format === "protobuf"
-            ? decodeTraceRequest(body)
-            : JSON.parse(body.toString("utf8"));
+        body.length === 0 ? {} : format === "protobuf" ? decodeTraceRequest(body) : parseOtlpJson(body);
       converted = convertTraceRequest(request);
     } catch (error) {
       const message = `Invalid OTLP ${format} payload: ${(error as Error).message}`;
@@ -160,4 +156,12 @@ async function reply(
     headers["content-encoding"] = "gzip";
   }
   return new Response(payload as Uint8Array<ArrayBuffer>, { status, headers });
+}
+
+/** OTLP/JSON, refused before parsing when it nests deeper than any storable attribute could need. */
+function parseOtlpJson(body: Buffer): unknown {
+  if (bodyNestsTooDeep(body, MAX_OTLP_JSON_NESTING_DEPTH)) {
+    throw new Error(`the JSON nests deeper than ${MAX_OTLP_JSON_NESTING_DEPTH} levels`);
+  }
+  return JSON.parse(body.toString("utf8"));
 }

@@ -1,3 +1,4 @@
+import { MAX_ENQUEUE_BATCH } from "@agl/core";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Harness, harness } from "./helpers.js";
 
@@ -70,6 +71,25 @@ describe("queue routes", () => {
     expect(bad.body.field).toBe("rollouts[0].mode");
     const notJson = await h.call("POST", `${API}/queues/rollouts/enqueue`, "{nope");
     expect(notJson.status).toBe(422);
+  });
+
+  it("an enqueue batch is limited by count: MAX_ENQUEUE_BATCH + 1 rollouts is a 422 naming rollouts, nothing enqueued", async () => {
+    const over = await h.call("POST", `${API}/queues/rollouts/enqueue`, {
+      rollouts: Array.from({ length: 20_001 }, (_, i) => ({ input: i })),
+    });
+    expect(over.status).toBe(422);
+    expect(over.body).toMatchObject({ error_type: "ValidationError", field: "rollouts" });
+    expect(over.body.detail).toContain(String(MAX_ENQUEUE_BATCH));
+    const justOver = await h.call("POST", `${API}/queues/rollouts/enqueue`, {
+      rollouts: Array.from({ length: MAX_ENQUEUE_BATCH + 1 }, () => ({ input: 1 })),
+    });
+    expect(justOver.status).toBe(422);
+    expect((await h.store.statistics()).total_rollouts).toBe(0);
+    const full = await h.call("POST", `${API}/queues/rollouts/enqueue`, {
+      rollouts: Array.from({ length: MAX_ENQUEUE_BATCH }, () => ({ input: 1 })),
+    });
+    expect(full.status).toBe(201);
+    expect(full.body).toHaveLength(MAX_ENQUEUE_BATCH);
   });
 
   it("dequeue returns a list of AttemptedRollouts; empty body, empty queue and limit <= 0 give []", async () => {
