@@ -68,13 +68,20 @@ function clean(value: unknown, depth: number): unknown {
 
 function cleanObject(obj: Record<string, unknown>, depth: number): Record<string, unknown> {
   const keys = Object.keys(obj);
-  let changed = false;
-  const values = keys.map((key) => {
+  // Allocates nothing more while everything is clean (the common case: this runs on every span).
+  let values: unknown[] | null = null;
+  let keysChanged = false;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
     const v = clean(obj[key], depth + 1);
-    if (v !== obj[key] || sanitizeText(key) !== key) changed = true;
-    return v;
-  });
-  if (!changed) return obj;
+    if (v !== obj[key]) {
+      values ??= keys.map((k) => obj[k]);
+      values[i] = v;
+    }
+    if (!keysChanged && sanitizeText(key) !== key) keysChanged = true;
+  }
+  if (values === null && !keysChanged) return obj;
+  const cleaned = values ?? keys.map((k) => obj[k]);
   // Keys that were fine keep their names; rewritten ones take the next free name. Object.fromEntries
   // defines properties, so a key such as "__proto__" stays an ordinary key.
   const taken = new Set(keys.filter((key) => sanitizeText(key) === key));
@@ -85,7 +92,7 @@ function cleanObject(obj: Record<string, unknown>, depth: number): Record<string
       while (taken.has(name)) name += REPLACEMENT_CHARACTER;
       taken.add(name);
     }
-    entries.push([name, values[i]]);
+    entries.push([name, cleaned[i]]);
   });
   return Object.fromEntries(entries);
 }

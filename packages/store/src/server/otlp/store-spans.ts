@@ -14,7 +14,7 @@ import {
   parseSpanInput,
   type Span,
   type SpanInput,
-  sanitizeSpanInput,
+  wasSanitized,
 } from "@agl/core";
 import type { StoreServerLogger } from "../logging.js";
 import type { PendingSpan } from "./convert.js";
@@ -85,29 +85,31 @@ export async function storeOtlpSpans(
       p.span.sequence_id = ids[i]!;
     });
   }
-  let sanitized = 0;
+  if (candidates.length === 0) return { refusals: refusals.list(), sanitized: 0 };
+  // The common case, one batch: the store validates (and sanitises) each span once.
+  const all = candidates.map((p) => p.span as SpanInput);
+  try {
+    const stored = await store.addManySpans(all);
+    return { refusals: refusals.list(), sanitized: stored.filter(wasSanitized).length };
+  } catch (error) {
+    if (!NotFoundError.isInstance(error) && !InvalidArgumentError.isInstance(error)) throw error;
+  }
+  // Something in the batch was refused: find out which spans, store the rest.
   const spans: Span[] = [];
   for (const p of candidates) {
-    const clean = sanitizeSpanInput(p.span);
     try {
-      spans.push(parseSpanInput(clean, "span"));
-      if (clean !== p.span) sanitized += 1;
+      spans.push(parseSpanInput(p.span, "span"));
     } catch (error) {
       if (!InvalidArgumentError.isInstance(error)) throw error;
       refusals.add(`${error.field}: ${error.message}`, p.rolloutId, p.attemptId);
     }
   }
-  if (spans.length > 0) await storeGroups(store, spans, refusals);
+  const sanitized = spans.length > 0 ? await storeGroups(store, spans, refusals) : 0;
   return { refusals: refusals.list(), sanitized };
 }
 
-async function storeGroups(store: LightningStore, spans: Span[], refusals: Refusals): Promise<void> {
-  try {
-    await store.addManySpans(spans);
-    return;
-  } catch (error) {
-    if (!NotFoundError.isInstance(error) && !InvalidArgumentError.isInstance(error)) throw error;
-  }
+/** Store each (rollout, attempt) group on its own; returns how many stored spans were sanitised. */
+async function storeGroups(store: LightningStore, spans: Span[], refusals: Refusals): Promise<number> {
   const groups = new Map<string, SpanInput[]>();
   for (const span of spans) {
     const key = `${span.rollout_id}\u0000${span.attempt_id}`;
@@ -115,9 +117,10 @@ async function storeGroups(store: LightningStore, spans: Span[], refusals: Refus
     group.push(span);
     groups.set(key, group);
   }
+  let sanitized = 0;
   for (const group of groups.values()) {
     try {
-      await store.addManySpans(group);
+      sanitized += (await store.addManySpans(group)).filter(wasSanitized).length;
     } catch (error) {
       if (!NotFoundError.isInstance(error) && !InvalidArgumentError.isInstance(error)) throw error;
       const reason = NotFoundError.isInstance(error)
@@ -126,6 +129,7 @@ async function storeGroups(store: LightningStore, spans: Span[], refusals: Refus
       refusals.add(reason, group[0]!.rollout_id, group[0]!.attempt_id, group.length);
     }
   }
+  return sanitized;
 }
 
 /** One warn line per refusal (reason, ids, how many spans). */
