@@ -11,26 +11,30 @@
  */
 import { Agent, request } from "node:http";
 import { ExportTraceServiceRequest } from "../../packages/store/src/server/otlp/proto.js";
+import { seededRandom } from "./seeded-random.js";
 
-let seed = 7;
-const rand = () => {
-  seed = (seed * 1103515245 + 12345) & 0x7fffffff;
-  return seed / 0x7fffffff;
-};
-const randint = (lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
-const ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ";
-const randomString = (lo: number, hi: number) => {
-  let s = "";
-  for (let i = randint(lo, hi); i > 0; i--) s += ALPHABET[Math.floor(rand() * ALPHABET.length)];
-  return s;
-};
+const { randomString } = seededRandom(7);
 
 /** One HTTP/1.1 keep-alive connection, as one aiohttp session of the Python client. */
 export class Connection {
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 1 });
   constructor(private readonly base: URL) {}
 
-  post(path: string, body: Uint8Array | string, contentType = "application/json"): Promise<string> {
+  /**
+   * POST and read the answer. A reused keep-alive socket the server had just closed as idle fails
+   * before the request was read (ECONNRESET on a reused socket): that request is sent again once, as
+   * HTTP clients (aiohttp included) do.
+   */
+  async post(path: string, body: Uint8Array | string, contentType = "application/json"): Promise<string> {
+    try {
+      return await this.send(path, body, contentType);
+    } catch (error) {
+      if ((error as { retryable?: boolean }).retryable) return this.send(path, body, contentType);
+      throw error;
+    }
+  }
+
+  private send(path: string, body: Uint8Array | string, contentType: string): Promise<string> {
     return new Promise((resolve, reject) => {
       const req = request(
         {
@@ -52,7 +56,10 @@ export class Connection {
           res.on("error", reject);
         },
       );
-      req.on("error", reject);
+      req.on("error", (error: NodeJS.ErrnoException) => {
+        if (req.reusedSocket && error.code === "ECONNRESET") Object.assign(error, { retryable: true });
+        reject(error);
+      });
       req.end(body);
     });
   }
@@ -96,8 +103,12 @@ const startBody = (task: number) =>
     worker_id: null,
   });
 
-/** One rollout of the `rollout` mode: start, 4 spans, succeed. */
-export async function pythonRollout(base: URL, task: number, spansPerAttempt = 4): Promise<void> {
+/** start_rollout on a fresh connection, `body(rid, aid)`, then the attempt succeeds (as the Python client does it). */
+async function rolloutOnNewConnection(
+  base: URL,
+  task: number,
+  body: (conn: Connection, rid: string, aid: string) => Promise<void>,
+): Promise<void> {
   const conn = new Connection(base);
   try {
     const started = JSON.parse(await conn.post("/v1/agl/rollouts", startBody(task))) as {
@@ -106,12 +117,7 @@ export async function pythonRollout(base: URL, task: number, spansPerAttempt = 4
     };
     const rid = started.rollout_id;
     const aid = started.attempt.attempt_id;
-    for (let seq = 1; seq <= spansPerAttempt; seq++) {
-      await conn.post(
-        "/v1/agl/spans",
-        pythonSpan(rid, aid, task * spansPerAttempt + seq, `micro-span-${seq}`),
-      );
-    }
+    await body(conn, rid, aid);
     await conn.post(
       `/v1/agl/rollouts/${encodeURIComponent(rid)}/attempts/${encodeURIComponent(aid)}`,
       JSON.stringify({ status: "succeeded" }),
@@ -119,6 +125,18 @@ export async function pythonRollout(base: URL, task: number, spansPerAttempt = 4
   } finally {
     conn.close();
   }
+}
+
+/** One rollout of the `rollout` mode: start, 4 spans, succeed. */
+export function pythonRollout(base: URL, task: number, spansPerAttempt = 4): Promise<void> {
+  return rolloutOnNewConnection(base, task, async (conn, rid, aid) => {
+    for (let seq = 1; seq <= spansPerAttempt; seq++) {
+      await conn.post(
+        "/v1/agl/spans",
+        pythonSpan(rid, aid, task * spansPerAttempt + seq, `micro-span-${seq}`),
+      );
+    }
+  });
 }
 
 /** Run `total` tasks with `concurrency` workers, each task through `run`; the tasks' wall times (s). */
@@ -181,22 +199,9 @@ function otlpOneSpan(rid: string, aid: string, n: number): Uint8Array {
 }
 
 /** start_rollout, `spans` single-span OTLP exports one after another, then the attempt succeeds. */
-export async function otlpRollout(base: URL, task: number, spans: number): Promise<void> {
-  const conn = new Connection(base);
-  try {
-    const started = JSON.parse(await conn.post("/v1/agl/rollouts", startBody(task))) as {
-      rollout_id: string;
-      attempt: { attempt_id: string };
-    };
-    const rid = started.rollout_id;
-    const aid = started.attempt.attempt_id;
+export function otlpRollout(base: URL, task: number, spans: number): Promise<void> {
+  return rolloutOnNewConnection(base, task, async (conn, rid, aid) => {
     for (let n = 0; n < spans; n++)
       await conn.post("/v1/traces", otlpOneSpan(rid, aid, n), "application/x-protobuf");
-    await conn.post(
-      `/v1/agl/rollouts/${encodeURIComponent(rid)}/attempts/${encodeURIComponent(aid)}`,
-      JSON.stringify({ status: "succeeded" }),
-    );
-  } finally {
-    conn.close();
-  }
+  });
 }

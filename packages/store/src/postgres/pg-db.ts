@@ -109,11 +109,12 @@ export async function readLatestAttempts(c: Queryable, rows: PgRolloutRow[]): Pr
   for (const row of rows) row.latest = null;
   const withAttempts = rows.filter((r) => r.attempt_count > 0);
   if (withAttempts.length === 0) return;
-  const { rows: attempts } = await c.query<Attempt>(
-    `SELECT a.* FROM attempts a JOIN unnest($1::text[], $2::int[]) AS t(rid, seq)
+  const { rows: attempts } = await c.query<Attempt>({
+    name: "agl_read_latest_attempts",
+    text: `SELECT a.* FROM attempts a JOIN unnest($1::text[], $2::int[]) AS t(rid, seq)
      ON a.rollout_id = t.rid AND a.sequence_id = t.seq`,
-    [withAttempts.map((r) => r.rollout_id), withAttempts.map((r) => r.attempt_count)],
-  );
+    values: [withAttempts.map((r) => r.rollout_id), withAttempts.map((r) => r.attempt_count)],
+  });
   const byRollout = new Map(attempts.map((a) => [a.rollout_id, a]));
   for (const row of withAttempts) row.latest = byRollout.get(row.rollout_id) ?? null;
 }
