@@ -10,7 +10,6 @@
  *
  *   pnpm exec tsx bench/store.ts            (env: BENCH_ROLLOUTS, BENCH_RUNNERS, BENCH_ROUNDS)
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -20,6 +19,7 @@ import { InMemoryLightningStore, type LightningStore } from "@agl/core";
 import { PostgresLightningStore, SqliteLightningStore } from "@agl/store";
 import autocannon from "autocannon";
 import { startPostgresCluster } from "../test/support/postgres.js";
+import { type ServerProcess, startServerProcess } from "./support/server-process.js";
 import { type Payload, type RunResult, runBatch as runScenario } from "./support/store-scenario.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -35,8 +35,6 @@ const PAYLOADS: Payload[] = (process.env.BENCH_PAYLOADS?.split(",") as Payload[]
   "reference",
   "light",
 ];
-/** Extra node flags for the server process, e.g. BENCH_SERVER_NODE_ARGS="--cpu-prof" to profile it. */
-const SERVER_NODE_ARGS = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter(Boolean);
 const runBatch = (store: LightningStore, payload: Payload) =>
   runScenario(store, {
     total: TOTAL,
@@ -51,52 +49,7 @@ const selected = (backend: string, transport: string) =>
 
 // --- servers in child processes
 
-interface ChildServer {
-  url: string;
-  child: ChildProcess;
-  stop: () => Promise<void>;
-  /** CPU time the server process has used so far (ms) and the requests it has served. */
-  usage: () => Promise<{ cpu_ms: number; requests: number }>;
-}
-
-async function startChild(args: string[]): Promise<ChildServer> {
-  const child = spawn(
-    process.execPath,
-    [...SERVER_NODE_ARGS, "--import", "tsx", join(ROOT, "bench/support/http-server.ts"), ...args],
-    {
-      cwd: ROOT,
-      stdio: ["pipe", "pipe", "inherit"],
-    },
-  );
-  let out = "";
-  const cpuWaiters: Array<(usage: { cpu_ms: number; requests: number }) => void> = [];
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout!.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-      let nl = out.indexOf("\n");
-      while (nl >= 0) {
-        const line = out.slice(0, nl).trim();
-        out = out.slice(nl + 1);
-        if (line.startsWith("http://")) resolve(line);
-        else if (line.startsWith("{")) cpuWaiters.shift()?.(JSON.parse(line));
-        nl = out.indexOf("\n");
-      }
-    });
-    child.once("exit", (code) => reject(new Error(`server process exited with ${code}`)));
-  });
-  const usage = () =>
-    new Promise<{ cpu_ms: number; requests: number }>((resolve) => {
-      cpuWaiters.push(resolve);
-      child.stdin!.write("cpu\n");
-    });
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      child.once("exit", () => resolve());
-      child.stdin!.end();
-      setTimeout(() => child.kill("SIGKILL"), 10_000).unref();
-    });
-  return { url, child, stop, usage };
-}
+const startChild = (args: string[]): Promise<ServerProcess> => startServerProcess(ROOT, args);
 
 async function ceiling(): Promise<{ requests_per_s: number; p99_ms: number }> {
   const server = await startChild(["trivial"]);

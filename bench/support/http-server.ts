@@ -2,11 +2,16 @@
  * A server in its own process for bench/store.ts (so client and server each get a core):
  *   tsx bench/support/http-server.ts store <uri>   the store server (@agl/store) on the store at <uri>
  *   tsx bench/support/http-server.ts trivial       a trivial hono endpoint (the HTTP ceiling)
+ * AGL_STORE_ENTRY=<checkout>/packages/store/dist/index.js serves another build of @agl/store.
  * Prints the base URL on stdout, runs until stdin closes; each "cpu" line on stdin is answered with
  * `{"cpu_ms": n, "requests": n}` (CPU time used and store requests served so far).
  */
 import { createRequire } from "node:module";
-import { openStore, silentServerLogger, startStoreServer } from "@agl/store";
+
+// AGL_STORE_ENTRY: another build's dist/index.js (an older checkout), to measure it back to back.
+const { openStore, silentServerLogger, startStoreServer } = (await import(
+  process.env.AGL_STORE_ENTRY ?? "@agl/store"
+)) as typeof import("@agl/store");
 
 // The ceiling must use the very server library of @agl/store, so load it from that package.
 const storeRequire = createRequire(new URL("../../packages/store/package.json", import.meta.url));

@@ -4,6 +4,7 @@
  * waitForRollouts(0) until all are done; then the reference's checks on a sample.
  */
 import type { LightningStore, SpanInput } from "@agl/core";
+import { seededRandom } from "./seeded-random.js";
 
 export interface ScenarioOptions {
   total: number;
@@ -18,19 +19,8 @@ export interface ScenarioOptions {
 // --- the agent's spans (benchmark_store.py: random flattened attributes, depth 1-3, breadth 2-6,
 // keys 3-20 chars, values 5-300 chars)
 
-let seed = 42;
 let maxRounds = 3;
-const rand = () => {
-  seed = (seed * 1103515245 + 12345) & 0x7fffffff;
-  return seed / 0x7fffffff;
-};
-const randint = (lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
-const ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ";
-const randomString = (lo: number, hi: number) => {
-  let s = "";
-  for (let i = randint(lo, hi); i > 0; i--) s += ALPHABET[Math.floor(rand() * ALPHABET.length)];
-  return s;
-};
+const { rand, randint, randomString } = seededRandom(42);
 
 /** "reference": benchmark_store.py's attributes (~37 leaves, ~5.6 KB per span on average); "light": 3 short ones. */
 export type Payload = "reference" | "light";

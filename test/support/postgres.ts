@@ -37,7 +37,7 @@ function runPg(binary: string, args: string[]): void {
 /** Start a throwaway cluster and return its URL; it is stopped and deleted when the process exits. */
 export async function startPostgresCluster(
   options: StartOptions = {},
-): Promise<{ url: string; stop: () => void }> {
+): Promise<{ url: string; stop: () => void; dataDir: string }> {
   const dir = mkdtempSync(join(tmpdir(), "agl-pg-"));
   if (process.getuid?.() === 0) {
     const uid = Number(execFileSync("id", ["-u", "postgres"]).toString().trim());
@@ -79,7 +79,7 @@ export async function startPostgresCluster(
     { detached: true, stdio: "ignore" },
   );
   reaper.unref();
-  return { url: `postgres://postgres@127.0.0.1:${port}/postgres`, stop };
+  return { url: `postgres://postgres@127.0.0.1:${port}/postgres`, stop, dataDir: data };
 }
 
 /** The server tests use: AGL_TEST_PG_URL, or one cluster started for this process. */

@@ -20,7 +20,7 @@ import {
   type LightningStore,
   type NamedResources,
   type PaginatedResult,
-  parseOrThrow,
+  parseSpanInput,
   type ResourcesQuery,
   type ResourcesUpdate,
   ResourcesUpdateSchema,
@@ -31,7 +31,6 @@ import {
   type Span,
   type SpanInput,
   type SpanQuery,
-  SpanSchema,
   type StartRolloutRequest,
   type StoreCapabilities,
   type StoreStatistics,
@@ -311,7 +310,8 @@ export class LightningStoreClient implements LightningStore {
    * one-per-request fallback of addManySpans for servers without the batch route.
    */
   async addSpan(span: SpanInput): Promise<Span | null> {
-    return this.caller.call(MaybeSpan, "post", "spans", { json: parseOrThrow(SpanSchema, span, "span") });
+    // Sanitised like every store does (span-sanitize.ts), so a server without that rule stores it too.
+    return this.caller.call(MaybeSpan, "post", "spans", { json: parseSpanInput(span, "span") });
   }
 
   async addManySpans(spans: SpanInput[]): Promise<Span[]> {

@@ -174,7 +174,8 @@ export class StoreTransport {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.retryDelays = options.retryDelaysMs ?? [1000, 2000, 5000];
     this.healthDelays = options.healthRetryDelaysMs ?? [100, 200, 500];
-    this.headers = { accept: "application/json" };
+    // x-agl-client: this client surfaces every error it gets, so the server need not warn about its 4xx.
+    this.headers = { accept: "application/json", "x-agl-client": "agl-ts" };
     if (options.token) this.headers.authorization = `Bearer ${options.token}`;
     this.jsonHeaders = { ...this.headers, "content-type": "application/json" };
     if (options.fetch) {

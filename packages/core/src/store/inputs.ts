@@ -21,8 +21,15 @@ export const StoreIdSchema = IdStringSchema;
 const OptionalWorkerId = IdStringSchema.nullish();
 export const StartRolloutRequestSchema = EnqueueRolloutRequestSchema.extend({ worker_id: OptionalWorkerId });
 export const WorkerOptionSchema = z.object({ workerId: OptionalWorkerId }).strict();
+/** A batch larger than MAX_DEQUEUE_LIMIT is clamped, not refused (a dequeue returns "up to limit"). */
 export const DequeueManyOptionsSchema = z
-  .object({ limit: z.number().int().max(MAX_DEQUEUE_LIMIT), workerId: OptionalWorkerId })
+  .object({
+    limit: z
+      .number()
+      .int()
+      .transform((n) => Math.min(n, MAX_DEQUEUE_LIMIT)),
+    workerId: OptionalWorkerId,
+  })
   .strict();
 /** Duck-typed so that signals from another realm or polyfill pass; kept by reference, never copied. */
 export const AbortSignalSchema = z.custom<AbortSignal>(

@@ -114,6 +114,7 @@ export interface LightningStore {
   enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]>;
   /** Non-blocking FIFO claim; null when nothing is queued. */
   dequeueRollout(options?: { workerId?: string | null }): Promise<AttemptedRollout | null>;
+  /** Claim up to `limit` rollouts; a limit above MAX_DEQUEUE_LIMIT (1000) is clamped to it, <= 0 claims none. */
   dequeueManyRollouts(options: { limit: number; workerId?: string | null }): Promise<AttemptedRollout[]>;
   /** Manual retry: a new attempt from any state, ignoring max_attempts. */
   startAttempt(rolloutId: string, options?: { workerId?: string | null }): Promise<AttemptedRollout>;

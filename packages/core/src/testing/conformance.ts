@@ -14,6 +14,7 @@ import { miscTests } from "./conformance/misc.js";
 import { queryTests } from "./conformance/queries.js";
 import { queueTests } from "./conformance/queue.js";
 import { resourceAndWorkerTests } from "./conformance/resources-workers.js";
+import { sanitizeTests } from "./conformance/sanitize.js";
 import { spanTests } from "./conformance/spans.js";
 import { statusTests } from "./conformance/status.js";
 import { successTests } from "./conformance/success.js";
@@ -45,5 +46,6 @@ export function describeStoreConformance(
     waitTests(factory, scale);
     miscTests(factory);
     inputRuleTests(factory);
+    sanitizeTests(factory);
   });
 }

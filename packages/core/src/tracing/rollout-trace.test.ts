@@ -1,9 +1,11 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { emitMessage } from "../emitters/emit.js";
 import { emitReward } from "../emitters/reward.js";
+import { InvalidArgumentError } from "../errors.js";
 import { silentLogger } from "../logger.js";
 import { InMemoryLightningStore } from "../store/memory-store.js";
 import type { LightningStore } from "../store/store.js";
+import type { Span } from "../types/span.js";
 import { LightningTracer } from "./tracer.js";
 
 let store: InMemoryLightningStore;
@@ -71,6 +73,20 @@ async function attemptOf(s: LightningStore) {
 }
 
 const tick = () => new Promise((r) => setImmediate(r));
+
+/** `inner` with its addManySpans wrapped: `wrap` gets the spans and the real call. */
+function wrapWrites(
+  inner: LightningStore,
+  wrap: (spans: Span[], write: (spans: Span[]) => Promise<Span[]>) => Promise<Span[]>,
+): LightningStore {
+  return new Proxy(inner, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (prop !== "addManySpans") return typeof value === "function" ? value.bind(target) : value;
+      return (spans: Span[]) => wrap(spans, (s) => target.addManySpans(s));
+    },
+  });
+}
 
 describe("RolloutTrace.flush", () => {
   it("resends a write that fails while flush is waiting for it", async () => {
@@ -158,16 +174,10 @@ describe("RolloutTrace.flush", () => {
     store = new InMemoryLightningStore();
     const ids = await attemptOf(store);
     let lostAnswers = 1;
-    const lossy = new Proxy(store, {
-      get(target, prop, receiver) {
-        const value = Reflect.get(target, prop, receiver);
-        if (prop !== "addManySpans") return typeof value === "function" ? value.bind(target) : value;
-        return async (...args: unknown[]) => {
-          const out = await (value as (...a: unknown[]) => unknown).apply(target, args);
-          if (lostAnswers-- > 0) throw new Error("connection reset after the write");
-          return out;
-        };
-      },
+    const lossy = wrapWrites(store, async (spans, write) => {
+      const out = await write(spans);
+      if (lostAnswers-- > 0) throw new Error("connection reset after the write");
+      return out;
     });
     const tracer = new LightningTracer({ logger: silentLogger });
     const t = tracer.traceAttempt({ ...ids, store: lossy, retryDelaysMs: [0] });
@@ -175,5 +185,62 @@ describe("RolloutTrace.flush", () => {
     await t.flush();
     expect(t.unacknowledgedCount).toBe(0);
     expect((await store.querySpans(ids.rolloutId)).items).toHaveLength(1);
+  });
+});
+
+describe("RolloutTrace: what an agent records never fails its attempt for its content", () => {
+  it("sanitises text no store can hold before sending it: no refusal, no retry", async () => {
+    store = new InMemoryLightningStore();
+    const ids = await attemptOf(store);
+    let writes = 0;
+    const counting = wrapWrites(store, (spans, write) => {
+      writes++;
+      return write(spans);
+    });
+    const warnings: string[] = [];
+    const logger = { ...silentLogger, warn: (m: string) => warnings.push(m) };
+    const tracer = new LightningTracer({ logger });
+    const t = tracer.traceAttempt({ ...ids, store: counting, retryDelaysMs: [0, 0] });
+    t.run(() => {
+      emitMessage("tool said a\u0000b and \ud800");
+      emitReward(1);
+    });
+    await t.flush();
+    expect([t.unacknowledgedCount, t.refusedCount, writes, warnings]).toEqual([0, 0, 1, []]);
+    const stored = (await store.querySpans(ids.rolloutId)).items;
+    expect(stored[0]!.attributes).toMatchObject({
+      "agentlightning.message.body": "tool said a\uFFFDb and \uFFFD",
+      "agl.sanitized": true,
+    });
+    expect(stored[1]!.attributes["agl.sanitized"]).toBeUndefined();
+    // What the trace keeps locally is what the store holds.
+    expect(t.spans()).toEqual(stored);
+  });
+
+  it("a span the store refuses as invalid is dropped alone and logged; the rest of its batch is stored", async () => {
+    store = new InMemoryLightningStore();
+    const ids = await attemptOf(store);
+    // A store with a rule of its own: it refuses spans named "refused" (as a 4xx would).
+    const picky = wrapWrites(store, async (spans, write) => {
+      if (spans.some((s) => s.name === "refused")) throw new InvalidArgumentError("span.name", "not here");
+      return write(spans);
+    });
+    const warnings: string[] = [];
+    const logger = { ...silentLogger, warn: (m: string) => warnings.push(m) };
+    const tracer = new LightningTracer({ logger });
+    const t = tracer.traceAttempt({ ...ids, store: picky, retryDelaysMs: [0, 0] });
+    t.run(() => {
+      emitMessage("first");
+      t.addSpan({ name: "refused", attributes: {} } as never);
+      emitReward(1);
+    });
+    await t.flush();
+    expect([t.unacknowledgedCount, t.refusedCount]).toEqual([0, 1]);
+    expect((await store.querySpans(ids.rolloutId)).items.map((s) => s.name)).toEqual([
+      "agentlightning.message",
+      "agentlightning.annotation",
+    ]);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/refused span 2 \(refused\) of .*dropped: .*not here/);
   });
 });

@@ -1,5 +1,7 @@
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
+import { InvalidArgumentError } from "../errors.js";
 import type { Logger } from "../logger.js";
+import { sanitizeSpanInput } from "../store/span-sanitize.js";
 import type { LightningStore } from "../store/store.js";
 import { newSpanId, newTraceId } from "../types/ids.js";
 import type { Span, SpanCoreFields, SpanInput } from "../types/span.js";
@@ -38,7 +40,11 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * one addManySpans per batch) so a burst of spans costs two store round trips. Every span is also kept
  * locally; a failed write is logged, never thrown into the agent, and resent by `flush()`, which keeps
  * trying until the store has acknowledged every span or its retry delays run out. What is still not
- * acknowledged then is counted by `unacknowledgedCount` (the runner fails such an attempt).
+ * acknowledged then is counted by `unacknowledgedCount` (the runner fails such an attempt). *
+ * What an agent records never fails its attempt for its content: text no store can hold (U+0000, lone
+ * surrogates) is sanitised before it is sent (span-sanitize.ts: U+FFFD, `agl.sanitized = true`), and a
+ * span the store still refuses as invalid (a 4xx, which no retry can change) is dropped alone — the
+ * rest of its batch is stored — and logged at warn with the reason; `refusedCount` counts them.
  */
 export class RolloutTrace {
   readonly rolloutId: string;
@@ -54,6 +60,7 @@ export class RolloutTrace {
   /** Converted spans whose write failed. */
   private unsent: Span[] = [];
   private readonly kept: Span[] = [];
+  private refused = 0;
   private chain: Promise<void> = Promise.resolve();
   private scheduled = false;
   private localSeq = 0;
@@ -110,6 +117,11 @@ export class RolloutTrace {
     this.logger.warn(
       `${this.unacknowledgedCount} span(s) of ${this.rolloutId}/${this.attemptId} were not stored; kept locally`,
     );
+  }
+
+  /** Spans the store refused as invalid (dropped, logged at warn; never retried). */
+  get refusedCount(): number {
+    return this.refused;
   }
 
   /** Spans recorded but not (yet) acknowledged by the store; always 0 without a store. */
@@ -174,16 +186,54 @@ export class RolloutTrace {
   private async resendUnsent(): Promise<void> {
     if (!this.store || this.unsent.length === 0) return;
     const resend = this.unsent.splice(0);
-    try {
-      // Resending is safe: stores ignore a span whose (rollout, attempt, span id) they already hold.
-      await this.store.addManySpans(resend);
-    } catch (error) {
-      this.unsent.unshift(...resend);
+    // Resending is safe: stores ignore a span whose (rollout, attempt, span id) they already hold.
+    const failed = await this.write(resend);
+    if (failed) {
+      this.unsent.unshift(...failed.spans);
       this.logger.warn(
-        `could not store ${resend.length} span(s) of ${this.rolloutId}/${this.attemptId}; will retry`,
-        error,
+        `could not store ${failed.spans.length} span(s) of ${this.rolloutId}/${this.attemptId}; will retry`,
+        failed.error,
       );
     }
+  }
+
+  /**
+   * Store `spans`; returns the ones to retry (and why) when the store could not take them. A batch
+   * refused as invalid is written span by span, so only the invalid spans are dropped.
+   */
+  private async write(spans: Span[]): Promise<{ spans: Span[]; error: unknown } | null> {
+    const store = this.store!;
+    try {
+      await store.addManySpans(spans);
+      return null;
+    } catch (error) {
+      if (!InvalidArgumentError.isInstance(error)) return { spans, error };
+      if (spans.length === 1) {
+        this.refuse(spans[0]!, error);
+        return null;
+      }
+    }
+    const retry: Span[] = [];
+    let lastError: unknown;
+    for (const span of spans) {
+      try {
+        await store.addManySpans([span]);
+      } catch (error) {
+        if (InvalidArgumentError.isInstance(error)) this.refuse(span, error);
+        else {
+          retry.push(span);
+          lastError = error;
+        }
+      }
+    }
+    return retry.length > 0 ? { spans: retry, error: lastError } : null;
+  }
+
+  private refuse(span: Span, error: InvalidArgumentError): void {
+    this.refused += 1;
+    this.logger.warn(
+      `the store refused span ${span.sequence_id} (${span.name}) of ${this.rolloutId}/${this.attemptId}; dropped: ${error.message}`,
+    );
   }
 
   private async drainOnce(): Promise<void> {
@@ -207,19 +257,23 @@ export class RolloutTrace {
       const spans = items.map((item, i) => this.convert(item, seqs[i]!));
       this.kept.push(...spans);
       if (!this.store) continue;
-      try {
-        await this.store.addManySpans(spans);
-      } catch (error) {
-        this.unsent.push(...spans);
+      const failed = await this.write(spans);
+      if (failed) {
+        this.unsent.push(...failed.spans);
         this.logger.warn(
-          `could not store ${spans.length} span(s) of ${this.rolloutId}/${this.attemptId}; will retry at flush`,
-          error,
+          `could not store ${failed.spans.length} span(s) of ${this.rolloutId}/${this.attemptId}; will retry at flush`,
+          failed.error,
         );
       }
     }
   }
 
+  /** The stored form of a recorded span: this attempt's ids, defaults filled, text sanitised. */
   private convert(item: Pending, sequenceId: number): Span {
+    return sanitizeSpanInput(this.shape(item, sequenceId)) as Span;
+  }
+
+  private shape(item: Pending, sequenceId: number): Span {
     const ids = {
       rolloutId: this.rolloutId,
       attemptId: this.attemptId,

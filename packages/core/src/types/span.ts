@@ -5,11 +5,24 @@ import {
   StorableJsonSchema,
   StorableRecordSchema,
   StorableStringSchema,
+  unstorableString,
 } from "./input-rules.js";
 
-/** Like z.looseObject (unknown keys are kept), but unknown values must be storable too. */
+/**
+ * Like z.looseObject (unknown keys are kept), but unknown keys and values must be storable too (a
+ * catchall checks values only: a NUL in an unknown key of `context` once reached PostgreSQL).
+ */
 const openObject = <S extends z.core.$ZodLooseShape>(shape: S) =>
-  z.object(shape).catchall(StorableJsonSchema);
+  z
+    .object(shape)
+    .catchall(StorableJsonSchema)
+    .superRefine((value, ctx) => {
+      for (const key of Object.keys(value)) {
+        if (Object.hasOwn(shape, key)) continue;
+        const problem = unstorableString(key);
+        if (problem) ctx.addIssue({ code: "custom", path: [key], message: `key ${problem}` });
+      }
+    });
 
 export const StatusCodeSchema = z.enum(["UNSET", "OK", "ERROR"]);
 export type StatusCode = z.infer<typeof StatusCodeSchema>;

@@ -85,7 +85,8 @@ export class StoreApi {
     body?: unknown,
     onResponse?: (response: Response) => void,
   ): Promise<T> {
-    const headers: Record<string, string> = { accept: "application/json" };
+    // x-agl-client: the dashboard shows the errors it gets (the store warns only for clients that may not).
+    const headers: Record<string, string> = { accept: "application/json", "x-agl-client": "agl-dashboard" };
     const token = this.options.token?.();
     if (token) headers.authorization = `Bearer ${token}`;
     if (body !== undefined) headers["content-type"] = "application/json";

@@ -16,6 +16,22 @@ import { toJson, toJsonRequired } from "../shared/schemas.js";
 
 export type Queryable = Pick<pg.ClientBase, "query">;
 
+const statementNames = new Map<string, string>();
+/**
+ * The query as a named (prepared) statement: each connection parses and plans a statement shape once
+ * and then only binds values. Shapes are few (the batch statements vary only by which CTEs they
+ * hold); past a bound, further shapes run unnamed rather than grow the server's per-connection cache.
+ */
+export function prepared(text: string, values: unknown[]): pg.QueryConfig {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    if (statementNames.size >= 256) return { text, values };
+    name = `agl_s${statementNames.size}`;
+    statementNames.set(text, name);
+  }
+  return { name, text, values };
+}
+
 export interface PgRolloutRow {
   rollout_id: string;
   input: unknown;
@@ -58,16 +74,29 @@ export function loadedFrom(row: PgRolloutRow): PgLoaded {
 
 /** Lock and load rollouts (in id order, so concurrent transactions never deadlock on them). */
 export async function lockRollouts(c: Queryable, ids: readonly string[]): Promise<Map<string, PgLoaded>> {
-  const { rows } = await c.query<PgRolloutRow>(
-    `SELECT ${ROLLOUT_COLS} FROM rollouts r WHERE r.rollout_id = ANY($1::text[]) ORDER BY r.rollout_id FOR UPDATE OF r`,
-    [[...new Set(ids)]],
-  );
+  const out = await lockExistingRollouts(c, ids);
+  for (const id of ids) if (!out.has(id)) throw rolloutNotFound(id);
+  return out;
+}
+
+/** lockRollouts without the check: the ones that exist (a batch checks each of its calls itself). */
+export async function lockExistingRollouts(
+  c: Queryable,
+  ids: readonly string[],
+): Promise<Map<string, PgLoaded>> {
+  const { rows } = await c.query<PgRolloutRow>({
+    name: "agl_lock_rollouts",
+    text: `SELECT ${ROLLOUT_COLS} FROM rollouts r WHERE r.rollout_id = ANY($1::text[]) ORDER BY r.rollout_id FOR UPDATE OF r`,
+    values: [[...new Set(ids)]],
+  });
   await readLatestAttempts(c, rows);
   const out = new Map<string, PgLoaded>();
   for (const row of rows) out.set(row.rollout_id, loadedFrom(row));
-  for (const id of ids) if (!out.has(id)) throw new NotFoundError("rollout", id, `Rollout ${id} not found`);
   return out;
 }
+
+export const rolloutNotFound = (id: string): NotFoundError =>
+  new NotFoundError("rollout", id, `Rollout ${id} not found`);
 
 /**
  * Set `latest` of locked rollout rows, in a statement of its own. Under READ COMMITTED a locking
@@ -80,11 +109,12 @@ export async function readLatestAttempts(c: Queryable, rows: PgRolloutRow[]): Pr
   for (const row of rows) row.latest = null;
   const withAttempts = rows.filter((r) => r.attempt_count > 0);
   if (withAttempts.length === 0) return;
-  const { rows: attempts } = await c.query<Attempt>(
-    `SELECT a.* FROM attempts a JOIN unnest($1::text[], $2::int[]) AS t(rid, seq)
+  const { rows: attempts } = await c.query<Attempt>({
+    name: "agl_read_latest_attempts",
+    text: `SELECT a.* FROM attempts a JOIN unnest($1::text[], $2::int[]) AS t(rid, seq)
      ON a.rollout_id = t.rid AND a.sequence_id = t.seq`,
-    [withAttempts.map((r) => r.rollout_id), withAttempts.map((r) => r.attempt_count)],
-  );
+    values: [withAttempts.map((r) => r.rollout_id), withAttempts.map((r) => r.attempt_count)],
+  });
   const byRollout = new Map(attempts.map((a) => [a.rollout_id, a]));
   for (const row of withAttempts) row.latest = byRollout.get(row.rollout_id) ?? null;
 }
@@ -101,6 +131,18 @@ export async function loadAttempts(
   c: Queryable,
   targets: ReadonlyArray<{ loaded: PgLoaded; aid: string }>,
 ): Promise<Map<string, Attempt>> {
+  const out = await findAttempts(c, targets);
+  for (const t of targets)
+    if (!out.has(key(t.loaded.rollout.rollout_id, t.aid)))
+      throw attemptNotFound(t.loaded.rollout.rollout_id, t.aid);
+  return out;
+}
+
+/** loadAttempts without the check: the attempts that exist, by key(rid, aid). */
+export async function findAttempts(
+  c: Queryable,
+  targets: ReadonlyArray<{ loaded: PgLoaded; aid: string }>,
+): Promise<Map<string, Attempt>> {
   const out = new Map<string, Attempt>();
   const missing: Array<{ loaded: PgLoaded; aid: string }> = [];
   for (const t of targets) {
@@ -108,24 +150,21 @@ export async function loadAttempts(
     if (latest && (t.aid === "latest" || t.aid === latest.attempt_id))
       out.set(key(t.loaded.rollout.rollout_id, t.aid), latest);
     else if (t.aid !== "latest") missing.push(t);
-    else throw notFound(t.loaded.rollout.rollout_id, t.aid);
   }
   if (missing.length > 0) {
-    const { rows } = await c.query<Attempt>(
-      `SELECT a.* FROM attempts a JOIN unnest($1::text[], $2::text[]) AS t(rid, aid)
+    const { rows } = await c.query<Attempt>({
+      name: "agl_find_attempts",
+      text: `SELECT a.* FROM attempts a JOIN unnest($1::text[], $2::text[]) AS t(rid, aid)
        ON a.rollout_id = t.rid AND a.attempt_id = t.aid`,
-      [missing.map((t) => t.loaded.rollout.rollout_id), missing.map((t) => t.aid)],
-    );
+      values: [missing.map((t) => t.loaded.rollout.rollout_id), missing.map((t) => t.aid)],
+    });
     for (const row of rows) out.set(key(row.rollout_id, row.attempt_id), attemptFromPg(row));
-    for (const t of missing)
-      if (!out.has(key(t.loaded.rollout.rollout_id, t.aid)))
-        throw notFound(t.loaded.rollout.rollout_id, t.aid);
   }
   return out;
 }
 
 export const key = (rid: string, aid: string): string => `${rid}\u0000${aid}`;
-const notFound = (rid: string, aid: string) =>
+export const attemptNotFound = (rid: string, aid: string): NotFoundError =>
   new NotFoundError("attempt", aid, `Attempt ${aid} not found for rollout ${rid}`);
 
 export interface PersistItem {
@@ -208,7 +247,7 @@ export async function persistMutations(
   }
   if (ctes.length === 0 && notifies.length === 0) return;
   const select = notifies.length > 0 ? `SELECT ${notifies.join(", ")}` : "SELECT 1";
-  await c.query(ctes.length > 0 ? `WITH ${ctes.join(",\n")} ${select}` : select, params);
+  await c.query(prepared(ctes.length > 0 ? `WITH ${ctes.join(",\n")} ${select}` : select, params));
 }
 
 const ATTEMPT_TYPES = ["text", "text", "int", "float8", "float8", "text", "text", "float8", "text"];
@@ -280,8 +319,9 @@ function workerCtes(
  * the highest stored sequence id, in one statement; returns the keys stored.
  */
 export async function insertSpans(c: Queryable, spans: readonly Span[]): Promise<Set<string>> {
-  const { rows } = await c.query<{ rollout_id: string; attempt_id: string; span_id: string }>(
-    `WITH ins AS (
+  const { rows } = await c.query<{ rollout_id: string; attempt_id: string; span_id: string }>({
+    name: "agl_insert_spans",
+    text: `WITH ins AS (
        INSERT INTO spans (rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, data)
        SELECT rid, aid, seq, tid, sid, pid, name, st, et, data::jsonb
        FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::float8[], $9::float8[], $10::text[])
@@ -295,7 +335,7 @@ export async function insertSpans(c: Queryable, spans: readonly Span[]): Promise
        ON CONFLICT (rollout_id) DO UPDATE SET value = GREATEST(span_sequences.value, EXCLUDED.value)
      )
      SELECT rollout_id, attempt_id, span_id FROM ins`,
-    [
+    values: [
       spans.map((s) => s.rollout_id),
       spans.map((s) => s.attempt_id),
       spans.map((s) => s.sequence_id),
@@ -307,7 +347,7 @@ export async function insertSpans(c: Queryable, spans: readonly Span[]): Promise
       spans.map((s) => s.end_time),
       spans.map((s) => toJsonRequired(s, "span")),
     ],
-  );
+  });
   return new Set(rows.map((r) => `${key(r.rollout_id, r.attempt_id)}\u0000${r.span_id}`));
 }
 
@@ -320,12 +360,13 @@ export async function allocateSequences(
   c: Queryable,
   counts: ReadonlyMap<string, number>,
 ): Promise<Map<string, number>> {
-  const { rows } = await c.query<{ rollout_id: string; value: number }>(
-    `INSERT INTO span_sequences (rollout_id, value) SELECT * FROM unnest($1::text[], $2::int[])
+  const { rows } = await c.query<{ rollout_id: string; value: number }>({
+    name: "agl_allocate_sequences",
+    text: `INSERT INTO span_sequences (rollout_id, value) SELECT * FROM unnest($1::text[], $2::int[])
      ON CONFLICT (rollout_id) DO UPDATE SET value = LEAST(span_sequences.value, ${MAX_SPAN_SEQUENCE_ID}) + EXCLUDED.value
      RETURNING rollout_id, value`,
-    [[...counts.keys()], [...counts.values()]],
-  );
+    values: [[...counts.keys()], [...counts.values()]],
+  });
   return new Map(rows.map((r) => [r.rollout_id, r.value]));
 }
 

@@ -28,13 +28,14 @@ export async function insertRollouts(
   rollouts: readonly Rollout[],
   queueSeqs: ReadonlyArray<string | null>,
 ): Promise<void> {
-  await c.query(
-    `INSERT INTO rollouts (rollout_id, input, start_time, end_time, mode, resources_id, status, config, metadata, queue_seq)
+  await c.query({
+    name: "agl_insert_rollouts",
+    text: `INSERT INTO rollouts (rollout_id, input, start_time, end_time, mode, resources_id, status, config, metadata, queue_seq)
      SELECT rid, input::jsonb, st, et, mode, res, status, config::jsonb, md::jsonb, qs
      FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[])
        WITH ORDINALITY AS t(rid, input, st, et, mode, res, status, config, md, qs, ord)
      ORDER BY ord`,
-    [
+    values: [
       rollouts.map((r) => r.rollout_id),
       rollouts.map((r) => toJson(r.input, "input")),
       rollouts.map((r) => r.start_time),
@@ -46,7 +47,7 @@ export async function insertRollouts(
       rollouts.map((r) => toJsonRequired(r.metadata, "metadata")),
       queueSeqs,
     ],
-  );
+  });
 }
 
 /** Write the patchable fields of a rollout (its status goes through RolloutMutation). */
@@ -66,9 +67,10 @@ export async function updateRolloutFields(c: Queryable, rollout: Rollout): Promi
 }
 
 export async function latestResourcesId(c: Queryable): Promise<string | null> {
-  const { rows } = await c.query<{ resources_id: string }>(
-    "SELECT resources_id FROM resources ORDER BY touch_seq DESC LIMIT 1",
-  );
+  const { rows } = await c.query<{ resources_id: string }>({
+    name: "agl_latest_resources_id",
+    text: "SELECT resources_id FROM resources ORDER BY touch_seq DESC LIMIT 1",
+  });
   return rows[0]?.resources_id ?? null;
 }
 

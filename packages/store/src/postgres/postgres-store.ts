@@ -18,12 +18,12 @@ import {
   type NamedResources,
   nowSeconds,
   parseOrThrow,
+  parseSpanInput,
   type ResourcesUpdate,
   type Rollout,
   type RolloutPatch,
   RolloutPatchSchema,
   type Span,
-  SpanSchema,
   type StartRolloutRequest,
   StoreClosedError,
   type StoreStatistics,
@@ -34,7 +34,8 @@ import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import pg from "pg";
 import { z } from "zod";
 import { DurableStoreBase, type Effects, newEffects, recordEffects } from "../shared/durable-store.js";
-import { applyAttemptPatch, applyRolloutFields } from "../shared/patches.js";
+import { GroupCommit, type Settled } from "../shared/group-commit.js";
+import { applyRolloutFields } from "../shared/patches.js";
 import { newRollout } from "../shared/records.js";
 import { RolloutMutation } from "../shared/rollout-mutation.js";
 import {
@@ -46,22 +47,22 @@ import {
   StartRolloutSchema,
 } from "../shared/schemas.js";
 import {
+  type AttemptUpdate,
+  type BatchWrite,
+  ingestSpanBatch,
+  type StartRequest,
+  startRolloutBatch,
+  updateAttemptBatch,
+} from "./pg-batches.js";
+import {
   allocateSequences,
-  key,
   loadAttempts,
   lockRollout,
   type PersistItem,
   persistMutations,
   type Queryable,
 } from "./pg-db.js";
-import {
-  claimRollouts,
-  expireDue,
-  ingestSpans,
-  insertRollouts,
-  latestResourcesId,
-  updateRolloutFields,
-} from "./pg-ops.js";
+import { claimRollouts, expireDue, ingestSpans, insertRollouts, updateRolloutFields } from "./pg-ops.js";
 import { PgQueries } from "./pg-queries.js";
 import { openMigratedPool } from "./pool.js";
 import { withTransaction } from "./transaction.js";
@@ -83,6 +84,21 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
   protected readonly queries: PgQueries;
   private readonly channel: string;
   private listener: pg.Client | null = null;
+  // Group commit of the hot writes: concurrent calls share one transaction and one commit.
+  private readonly starts = new GroupCommit<StartRequest, AttemptedRollout>((jobs) =>
+    this.batch((c, now) => startRolloutBatch(c, jobs, now)),
+  );
+  private readonly spanWrites = new GroupCommit<Span[], Span[]>((jobs) =>
+    this.batch((c, now) => ingestSpanBatch(c, jobs, now)),
+  );
+  private readonly attemptUpdates = new GroupCommit<AttemptUpdate, Attempt>(
+    (jobs) => this.batch((c, now) => updateAttemptBatch(c, jobs, now)),
+    // Two updates of one rollout never share a batch: the second sees the first's result.
+    { key: (u) => u.rid },
+  );
+  private readonly sequenceBlocks = new GroupCommit<Map<string, number>, Map<string, number>>((jobs) =>
+    this.allocateBlocks(jobs),
+  );
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -172,6 +188,43 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     return result;
   }
 
+  /**
+   * One group-committed transaction: `fn` writes the batch's rows and returns its mutations, which
+   * are persisted in the same transaction; effects are published once it has committed.
+   */
+  private async batch<R>(
+    fn: (c: Queryable, now: number) => Promise<BatchWrite<R>>,
+  ): Promise<Array<Settled<R>>> {
+    if (this.closed) throw new StoreClosedError();
+    let effects = newEffects();
+    const results = await withTransaction(this.pool, async (c) => {
+      effects = newEffects();
+      const { results, items } = await fn(c, nowSeconds());
+      if (items.length > 0) await this.persist(c, effects, items);
+      return results;
+    });
+    this.publish(effects);
+    return results;
+  }
+
+  /** Sequence blocks of several calls in one atomic statement; each call gets its blocks in call order. */
+  private async allocateBlocks(
+    jobs: ReadonlyArray<Map<string, number>>,
+  ): Promise<Array<Settled<Map<string, number>>>> {
+    const totals = new Map<string, number>();
+    for (const counts of jobs) for (const [rid, n] of counts) totals.set(rid, (totals.get(rid) ?? 0) + n);
+    const last = await allocateSequences(this.pool, totals);
+    const next = new Map([...totals].map(([rid, n]) => [rid, last.get(rid)! - n + 1]));
+    return jobs.map((counts) => {
+      const firsts = new Map<string, number>();
+      for (const [rid, n] of counts) {
+        firsts.set(rid, next.get(rid)!);
+        next.set(rid, next.get(rid)! + n);
+      }
+      return { ok: true, value: firsts };
+    });
+  }
+
   private async persist(
     c: Queryable,
     effects: Effects,
@@ -236,15 +289,8 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
 
   async startRollout(request: StartRolloutRequest): Promise<AttemptedRollout> {
     const req = parseOrThrow(StartRolloutSchema, request, "request");
-    return this.write(async (c, effects) => {
-      const now = nowSeconds();
-      const rollout = newRollout(req, "preparing", now, await latestResourcesId(c));
-      await insertRollouts(c, [rollout], [null]);
-      const m = new RolloutMutation(rollout, null, 0, now);
-      const attempt = m.newAttempt(req.worker_id ?? null);
-      await this.persist(c, effects, [{ m, prev: null }]);
-      return { ...rollout, attempt };
-    });
+    await this.enter();
+    return this.starts.submit(req);
   }
 
   async enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
@@ -331,14 +377,8 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     const rid = parseOrThrow(IdSchema, rolloutId, "rollout_id");
     const aid = parseOrThrow(IdSchema, attemptId, "attempt_id");
     const p = parseOrThrow(AttemptPatchSchema, patch, "patch");
-    return this.write(async (c, effects) => {
-      const loaded = await lockRollout(c, rid);
-      const attempt = (await loadAttempts(c, [{ loaded, aid }])).get(key(rid, aid))!;
-      const m = new RolloutMutation(loaded.rollout, loaded.latest, loaded.row.attempt_count, nowSeconds());
-      applyAttemptPatch(m, attempt, p);
-      await this.persist(c, effects, [{ m, prev: loaded.row }]);
-      return attempt;
-    });
+    await this.enter();
+    return this.attemptUpdates.submit({ rid, aid, patch: p });
   }
 
   // --- hooks of DurableStoreBase
@@ -355,7 +395,7 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
   }
 
   protected writeSpans(spans: Span[]): Promise<Span[]> {
-    return this.write((c, effects) => this.storeSpans(c, effects, spans));
+    return this.spanWrites.submit(spans);
   }
 
   /** Store spans and persist the activity they record. */
@@ -375,14 +415,13 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
       await loadAttempts(c, [{ loaded: await lockRollout(c, rid), aid }]);
       const sequence = seq ?? capSequenceId((await allocateSequences(c, new Map([[rid, 1]]))).get(rid)!);
       const converted = spanFromReadable(span, { rolloutId: rid, attemptId: aid, sequenceId: sequence });
-      return (await this.storeSpans(c, effects, [parseOrThrow(SpanSchema, converted, "span")]))[0] ?? null;
+      return (await this.storeSpans(c, effects, [parseSpanInput(converted, "span")]))[0] ?? null;
     });
   }
 
-  /** One atomic statement reserves a block per rollout (it returns each block's last id). */
-  protected async reserveSequences(counts: Map<string, number>): Promise<Map<string, number>> {
-    const last = await allocateSequences(this.pool, counts);
-    return new Map([...counts].map(([rid, n]) => [rid, last.get(rid)! - n + 1]));
+  /** Concurrent reservations share one atomic statement (it returns each rollout's last id). */
+  protected reserveSequences(counts: Map<string, number>): Promise<Map<string, number>> {
+    return this.sequenceBlocks.submit(counts);
   }
 
   async close(): Promise<void> {

@@ -11,6 +11,7 @@ import { registerLegacyRoutes } from "./legacy.js";
 import { jsonLinesLogger, type StoreServerLogger } from "./logging.js";
 import { openApiDocument } from "./openapi.js";
 import { registerOtlpRoutes } from "./otlp/route.js";
+import { warnUnseenRefusal } from "./refusals.js";
 import { registerMiscRoutes } from "./routes-misc.js";
 import { registerRolloutRoutes } from "./routes-rollouts.js";
 
@@ -74,6 +75,7 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
       status: c.res.status,
       duration_ms: Math.round((performance.now() - started) * 100) / 100,
     });
+    await warnUnseenRefusal(c, logger);
   });
 
   if (options.token) {

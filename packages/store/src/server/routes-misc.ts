@@ -3,7 +3,7 @@ import {
   type LightningStore,
   MAX_IDS_PER_CALL,
   NamedResourcesSchema,
-  SpanSchema,
+  SanitizingSpanSchema,
   StorableRecordSchema,
 } from "@agl/core";
 import type { Context, Hono } from "hono";
@@ -17,12 +17,15 @@ import {
   WORKER_LIST_KEYS,
   workerQuery,
 } from "./params.js";
+import { noteSpanTarget } from "./refusals.js";
 
 const NextSeqBody = z.object({ rollout_id: IdStringSchema, attempt_id: IdStringSchema });
 const NextSeqBatchBody = z.object({
   pairs: z.array(NextSeqBody).max(MAX_IDS_PER_CALL),
 });
-const SpanBatchBody = z.object({ spans: z.array(SpanSchema) });
+// Spans are sanitised before validation (core's span-sanitize.ts): text no backend can hold is stored
+// as U+FFFD with the span marked `agl.sanitized`, not refused.
+const SpanBatchBody = z.object({ spans: z.array(SanitizingSpanSchema) });
 const WorkerUpdateBody = z.object({ heartbeat_stats: StorableRecordSchema.optional() });
 
 /** Health, statistics, resources, spans and workers (mounted under /v1/agl). */
@@ -47,12 +50,16 @@ export function registerMiscRoutes(app: Hono, store: LightningStore): void {
 
   // --- spans
   app.post("/spans", async (c) => {
-    const span = parseRequest(SpanSchema, await readJsonBody(c, undefined));
+    const body = await readJsonBody(c, undefined);
+    noteSpanTarget(c, body);
+    const span = parseRequest(SanitizingSpanSchema, body);
     return c.json(await store.addSpan(span), 201);
   });
   // Extension: one request for a batch (the Python client sends N POST /spans instead).
   app.post("/spans/batch", async (c) => {
-    const body = parseRequest(SpanBatchBody, await readJsonBody(c, undefined));
+    const raw = await readJsonBody(c, undefined);
+    noteSpanTarget(c, raw);
+    const body = parseRequest(SpanBatchBody, raw);
     return c.json(await store.addManySpans(body.spans), 201);
   });
   const searchSpans = async (c: Context) => {

@@ -24,7 +24,12 @@ export interface WaitLimits {
 
 const EnqueueBody = z.object({ rollouts: EnqueueBatchSchema });
 const DequeueBody = z.object({
-  limit: z.number().int().max(MAX_DEQUEUE_LIMIT).default(1),
+  // Clamped, not refused: the Python client swallows a 422 here and its runner would idle forever.
+  limit: z
+    .number()
+    .int()
+    .default(1)
+    .transform((n) => Math.min(n, MAX_DEQUEUE_LIMIT)),
   worker_id: IdStringSchema.nullable().optional(),
 });
 const StartRolloutBody = EnqueueRolloutRequestSchema.extend({

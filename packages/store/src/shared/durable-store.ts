@@ -16,6 +16,8 @@ import {
   nowSeconds,
   type PaginatedResult,
   parseOrThrow,
+  parseSpanInput,
+  parseSpanInputs,
   type ResourcesQuery,
   type ResourcesUpdate,
   type Rollout,
@@ -23,7 +25,6 @@ import {
   type Span,
   type SpanInput,
   type SpanQuery,
-  SpanSchema,
   type StoreCapabilities,
   StoreClosedError,
   type WaitForRolloutsOptions,
@@ -31,7 +32,7 @@ import {
   type WorkerQuery,
 } from "@agl/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import { z } from "zod";
+import type { z } from "zod";
 import type { RolloutMutation } from "./rollout-mutation.js";
 import {
   DEFAULT_WAIT_POLL_INTERVAL_MS,
@@ -271,13 +272,13 @@ export abstract class DurableStoreBase {
   // --- spans
 
   async addSpan(span: SpanInput): Promise<Span | null> {
-    const parsed = parseOrThrow(SpanSchema, span, "span");
+    const parsed = parseSpanInput(span, "span");
     await this.enter();
     return (await this.writeSpans([parsed]))[0] ?? null;
   }
 
   async addManySpans(spans: SpanInput[]): Promise<Span[]> {
-    const parsed = parseOrThrow(z.array(SpanSchema), spans, "spans");
+    const parsed = parseSpanInputs(spans, "spans");
     await this.enter();
     if (parsed.length === 0) return [];
     return this.writeSpans(parsed);

@@ -17,12 +17,12 @@ import {
   type NamedResources,
   nowSeconds,
   parseOrThrow,
+  parseSpanInput,
   type ResourcesUpdate,
   type Rollout,
   type RolloutPatch,
   RolloutPatchSchema,
   type Span,
-  SpanSchema,
   type StartRolloutRequest,
   StoreClosedError,
   type StoreStatistics,
@@ -269,7 +269,7 @@ export class SqliteLightningStore extends DurableStoreBase implements LightningS
         attemptId: aid,
         sequenceId: seq ?? db.nextSequence(rid),
       });
-      const parsed = parseOrThrow(SpanSchema, converted, "span");
+      const parsed = parseSpanInput(converted, "span");
       return this.storeSpans(db, effects, [parsed])[0] ?? null;
     });
   }

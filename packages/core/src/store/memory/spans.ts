@@ -3,32 +3,27 @@
  * store's closed check + watchdog tick) so that validation happens before the store is touched.
  */
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import { z } from "zod";
 import { SpansEvictedError } from "../../errors.js";
 import { spanFromReadable } from "../../tracing/otel-span.js";
 import { nowSeconds } from "../../types/ids.js";
 import type { PaginatedResult } from "../../types/misc.js";
-import { type Span, type SpanInput, SpanSchema } from "../../types/span.js";
+import type { Span, SpanInput } from "../../types/span.js";
 import { parseOrThrow } from "../../types/validate.js";
 import { copyData, OtelSpanSequenceIdSchema, ReadableSpanInputSchema, StoreIdSchema } from "../inputs.js";
 import { queryItems } from "../query.js";
 import { normalizeSpanQuery } from "../query-schemas.js";
-import { areCanonicalSpans, isCanonicalSpan } from "../span-input.js";
+import { parseSpanInput, parseSpanInputs } from "../span-sanitize.js";
 import type { SpanQuery } from "../store.js";
 import type { MemoryEngine } from "./engine.js";
 
 type Enter = () => MemoryEngine;
 
-const SpanListSchema = z.array(SpanSchema);
-const validSpan = (span: unknown, field: string): Span =>
-  isCanonicalSpan(span) ? { ...span } : parseOrThrow(SpanSchema, span, field);
-
 // Spans are the hot write path (one per LLM call through the proxy): validate once (a complete span
-// skips zod, see span-input.ts), copy once into the store, and return the validated value. That is
+// skips zod, see span-input.ts; text no backend can hold is sanitised, see span-sanitize.ts), copy once into the store, and return the validated value. That is
 // built fresh from the caller's input, so it may share nested values with that input (the caller's own
 // data) but never with what the store keeps.
 export function addSpan(enter: Enter, span: SpanInput): Span | null {
-  const parsed = validSpan(span, "span");
+  const parsed = parseSpanInput(span, "span");
   const engine = enter();
   const stored = engine.addSpan(copyData(parsed, "span"), nowSeconds());
   engine.enforceSpanLimits();
@@ -36,9 +31,7 @@ export function addSpan(enter: Enter, span: SpanInput): Span | null {
 }
 
 export function addManySpans(enter: Enter, spans: SpanInput[]): Span[] {
-  const parsed = areCanonicalSpans(spans)
-    ? spans.map((s) => ({ ...s }))
-    : parseOrThrow(SpanListSchema, spans, "spans");
+  const parsed = parseSpanInputs(spans, "spans");
   const copies = copyData(parsed, "spans");
   const engine = enter();
   // Check every target first so that a bad span stores nothing.
@@ -71,7 +64,8 @@ export function addOtelSpan(
     attemptId: aid,
     sequenceId: seq ?? engine.nextSequence(rid),
   });
-  const stored = engine.addSpan(copyData(converted, "span"), nowSeconds());
+  // Validated like every other span input, so memory keeps exactly what a database store keeps.
+  const stored = engine.addSpan(copyData(parseSpanInput(converted, "span"), "span"), nowSeconds());
   // Copy before enforcing: eviction may drop the very span just stored.
   const out = stored ? copyData(stored) : null;
   engine.enforceSpanLimits();

@@ -24,10 +24,19 @@ export interface PendingSpan {
   attemptId: string;
 }
 
+/** Spans refused while converting (attribute values nested deeper than the input rules allow). */
+export interface ConversionRefusal {
+  reason: string;
+  rolloutId: string | null;
+  attemptId: string | null;
+  spans: number;
+}
+
 export interface ConvertedRequest {
   spans: PendingSpan[];
   /** Spans without a rollout or attempt id (not stored). */
   dropped: number;
+  refused: ConversionRefusal[];
 }
 
 const snake = (camel: string) => camel.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
@@ -158,66 +167,110 @@ function parseSequenceId(value: AttributeValue | undefined): number | undefined 
   return Number.isInteger(n) ? n : undefined;
 }
 
-/** Convert an ExportTraceServiceRequest (protobuf-decoded or JSON) into spans ready to store. */
+/** A string attribute read straight from OTLP KeyValues (for naming a span whose attributes failed). */
+function rawStringAttribute(kvs: unknown[], key: string): string | null {
+  for (const kv of kvs) {
+    if (field(kv, "key") !== key) continue;
+    const v = field(field(kv, "value"), "stringValue");
+    return typeof v === "string" ? v : null;
+  }
+  return null;
+}
+
+type Converted<T> = { ok: true; value: T } | { ok: false; reason: string };
+
+/** `convert()`, or why its input cannot be stored (attribute values nested too deep). */
+function attempt<T>(convert: () => T, where: string): Converted<T> {
+  try {
+    return { ok: true, value: convert() };
+  } catch (error) {
+    if (!InvalidArgumentError.isInstance(error)) throw error;
+    return { ok: false, reason: `${where}${error.field}: ${error.message}` };
+  }
+}
+
+/**
+ * Convert an ExportTraceServiceRequest (protobuf-decoded or JSON) into spans ready to store. A span
+ * (or resource) whose attributes cannot be stored is refused alone; the rest of the request converts.
+ */
 export function convertTraceRequest(request: unknown): ConvertedRequest {
   const spans: PendingSpan[] = [];
+  const refused: ConversionRefusal[] = [];
   let dropped = 0;
   for (const resourceSpans of list(request, "resourceSpans")) {
     const resource = field(resourceSpans, "resource");
-    const resourceAttrs = keyValuesToObject(list(resource, "attributes"));
+    const rawResourceAttrs = list(resource, "attributes");
+    const resourceAttrs = attempt(() => keyValuesToObject(rawResourceAttrs), "resource.");
     const schemaUrl = field(resourceSpans, "schemaUrl");
     for (const scopeSpans of list(resourceSpans, "scopeSpans")) {
       for (const raw of list(scopeSpans, "spans")) {
-        const attributes = keyValuesToObject(list(raw, "attributes"));
-        const rolloutId = idAttribute(attributes, resourceAttrs, ROLLOUT_ID_KEY);
-        const attemptId = idAttribute(attributes, resourceAttrs, ATTEMPT_ID_KEY);
-        if (typeof rolloutId !== "string" || typeof attemptId !== "string") {
-          dropped += 1;
-          continue;
-        }
-        const traceId = idToHex(field(raw, "traceId"));
-        const spanId = idToHex(field(raw, "spanId"));
-        const parentId = idToHex(field(raw, "parentSpanId"));
-        const traceState = parseTraceState(field(raw, "traceState"));
-        const status = field(raw, "status");
-        const statusMessage = field(status, "message");
-        const span: PendingSpan["span"] = {
-          rollout_id: rolloutId,
-          attempt_id: attemptId,
-          trace_id: traceId,
-          span_id: spanId,
-          parent_id: parentId === "" ? null : parentId,
-          name: String(field(raw, "name") ?? ""),
-          status: {
-            status_code: statusCode(field(status, "code")),
-            description: typeof statusMessage === "string" && statusMessage !== "" ? statusMessage : null,
-          },
-          attributes,
-          events: list(raw, "events").map((e) => ({
-            name: String(field(e, "name") ?? ""),
-            attributes: keyValuesToObject(list(e, "attributes")),
-            timestamp: nanosToSeconds(field(e, "timeUnixNano")),
-          })),
-          links: list(raw, "links").map((l) => ({
-            context: {
-              trace_id: idToHex(field(l, "traceId")),
-              span_id: idToHex(field(l, "spanId")),
-              is_remote: false,
-              trace_state: parseTraceState(field(l, "traceState")),
-            },
-            attributes: keyValuesToObject(list(l, "attributes")),
-          })),
-          start_time: nanosToSeconds(field(raw, "startTimeUnixNano")),
-          end_time: nanosToSeconds(field(raw, "endTimeUnixNano")),
-          context: { trace_id: traceId, span_id: spanId, is_remote: false, trace_state: traceState },
-          parent: null,
-          resource: { attributes: resourceAttrs, schema_url: typeof schemaUrl === "string" ? schemaUrl : "" },
-        };
-        const seq = parseSequenceId(idAttribute(attributes, resourceAttrs, SEQUENCE_ID_KEY));
-        if (seq !== undefined) span.sequence_id = seq;
-        spans.push({ span, rolloutId, attemptId });
+        const rawAttrs = list(raw, "attributes");
+        const idOf = (key: string) =>
+          rawStringAttribute(rawAttrs, key) ?? rawStringAttribute(rawResourceAttrs, key);
+        const converted = resourceAttrs.ok
+          ? attempt(() => convertSpan(raw, resourceAttrs.value, rawAttrs, schemaUrl), "")
+          : resourceAttrs;
+        if (!converted.ok) {
+          const [rolloutId, attemptId] = [idOf(ROLLOUT_ID_KEY), idOf(ATTEMPT_ID_KEY)];
+          refused.push({ reason: converted.reason, rolloutId, attemptId, spans: 1 });
+        } else if (converted.value === null) dropped += 1;
+        else spans.push(converted.value);
       }
     }
   }
-  return { spans, dropped };
+  return { spans, dropped, refused };
+}
+
+/** One OTLP span → a pending span, or null when it names no rollout or attempt. */
+function convertSpan(
+  raw: unknown,
+  resourceAttrs: Attributes,
+  rawAttrs: unknown[],
+  schemaUrl: unknown,
+): PendingSpan | null {
+  const attributes = keyValuesToObject(rawAttrs);
+  const rolloutId = idAttribute(attributes, resourceAttrs, ROLLOUT_ID_KEY);
+  const attemptId = idAttribute(attributes, resourceAttrs, ATTEMPT_ID_KEY);
+  if (typeof rolloutId !== "string" || typeof attemptId !== "string") return null;
+  const traceId = idToHex(field(raw, "traceId"));
+  const spanId = idToHex(field(raw, "spanId"));
+  const parentId = idToHex(field(raw, "parentSpanId"));
+  const traceState = parseTraceState(field(raw, "traceState"));
+  const status = field(raw, "status");
+  const statusMessage = field(status, "message");
+  const span: PendingSpan["span"] = {
+    rollout_id: rolloutId,
+    attempt_id: attemptId,
+    trace_id: traceId,
+    span_id: spanId,
+    parent_id: parentId === "" ? null : parentId,
+    name: String(field(raw, "name") ?? ""),
+    status: {
+      status_code: statusCode(field(status, "code")),
+      description: typeof statusMessage === "string" && statusMessage !== "" ? statusMessage : null,
+    },
+    attributes,
+    events: list(raw, "events").map((e) => ({
+      name: String(field(e, "name") ?? ""),
+      attributes: keyValuesToObject(list(e, "attributes")),
+      timestamp: nanosToSeconds(field(e, "timeUnixNano")),
+    })),
+    links: list(raw, "links").map((l) => ({
+      context: {
+        trace_id: idToHex(field(l, "traceId")),
+        span_id: idToHex(field(l, "spanId")),
+        is_remote: false,
+        trace_state: parseTraceState(field(l, "traceState")),
+      },
+      attributes: keyValuesToObject(list(l, "attributes")),
+    })),
+    start_time: nanosToSeconds(field(raw, "startTimeUnixNano")),
+    end_time: nanosToSeconds(field(raw, "endTimeUnixNano")),
+    context: { trace_id: traceId, span_id: spanId, is_remote: false, trace_state: traceState },
+    parent: null,
+    resource: { attributes: resourceAttrs, schema_url: typeof schemaUrl === "string" ? schemaUrl : "" },
+  };
+  const seq = parseSequenceId(idAttribute(attributes, resourceAttrs, SEQUENCE_ID_KEY));
+  if (seq !== undefined) span.sequence_id = seq;
+  return { span, rolloutId, attemptId };
 }

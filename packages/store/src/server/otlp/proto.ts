@@ -3,11 +3,18 @@
  * compiled at load time by protobufjs. Only the field numbers and types matter on the wire; they are
  * those of the upstream schema (Apache-2.0, github.com/open-telemetry/opentelemetry-proto), and the
  * tests check them against the official @opentelemetry/exporter-trace-otlp-proto output.
+ *
+ * Written as edition 2023 with proto3's semantics (implicit presence, open enums, packed repeats) but
+ * without proto3's UTF-8 check on strings: an exporter that writes a lone surrogate or invalid UTF-8
+ * (the JavaScript SDK encodes a lone surrogate as such bytes) would otherwise lose its whole batch to
+ * one string. Such bytes decode with U+FFFD in their place, the WHATWG decoder's rule.
  */
 import protobuf from "protobufjs";
 
 const OTLP_TRACE_PROTO = `
-syntax = "proto3";
+edition = "2023";
+option features.field_presence = IMPLICIT;
+option features.utf8_validation = NONE;
 package opentelemetry.proto;
 
 message AnyValue {
@@ -123,7 +130,9 @@ export function decodeTraceRequest(buffer: Uint8Array): Record<string, unknown> 
 }
 
 export function encodeTraceResponse(rejectedSpans: number, errorMessage: string): Uint8Array {
-  const payload = rejectedSpans > 0 ? { partialSuccess: { rejectedSpans, errorMessage } } : {};
+  // A message with nothing rejected is a warning (OTLP allows it); with neither, no partial_success.
+  const payload =
+    rejectedSpans > 0 || errorMessage !== "" ? { partialSuccess: { rejectedSpans, errorMessage } } : {};
   return ExportTraceServiceResponse.encode(ExportTraceServiceResponse.fromObject(payload)).finish();
 }
 

@@ -1,17 +1,11 @@
 import { promisify } from "node:util";
 import { createGunzip, gzip } from "node:zlib";
-import {
-  bodyNestsTooDeep,
-  InvalidArgumentError,
-  type LightningStore,
-  MAX_OTLP_JSON_NESTING_DEPTH,
-  NotFoundError,
-  type SpanInput,
-} from "@agl/core";
+import { bodyNestsTooDeep, type LightningStore, MAX_OTLP_JSON_NESTING_DEPTH } from "@agl/core";
 import type { Context, Hono } from "hono";
 import type { StoreServerLogger } from "../logging.js";
-import { convertTraceRequest, type PendingSpan } from "./convert.js";
+import { convertTraceRequest } from "./convert.js";
 import { decodeTraceRequest, encodeRpcStatus, encodeTraceResponse } from "./proto.js";
+import { logRefusals, partialSuccessMessage, type Refusal, storeOtlpSpans } from "./store-spans.js";
 
 const gzipAsync = promisify(gzip);
 
@@ -29,11 +23,19 @@ type Format = "protobuf" | "json";
 class OtlpRequestError extends Error {}
 class OtlpTooLargeError extends OtlpRequestError {}
 
-/** OTLP/HTTP ingest: POST /v1/traces (protobuf or JSON, gzip both ways); metrics and logs are 501. */
+/**
+ * OTLP/HTTP ingest: POST /v1/traces (protobuf or JSON, gzip both ways); metrics and logs are 501. A
+ * span that cannot be stored is refused alone (`partial_success`, see store-spans.ts); only a body
+ * that cannot be read at all is a 400/413.
+ */
 export function registerOtlpRoutes(app: Hono, store: LightningStore, options: OtlpOptions): void {
   app.post("/v1/traces", async (c) => {
     const format = formatOf(c.req.header("content-type"));
     if (!format) {
+      options.logger.warn("otlp request refused", {
+        reason: "unsupported content-type",
+        content_type: c.req.header("content-type") ?? null,
+      });
       return reply(
         c,
         "protobuf",
@@ -49,32 +51,30 @@ export function registerOtlpRoutes(app: Hono, store: LightningStore, options: Ot
       converted = convertTraceRequest(request);
     } catch (error) {
       const message = `Invalid OTLP ${format} payload: ${(error as Error).message}`;
+      options.logger.warn("otlp request refused", { reason: message });
       return replyStatus(c, format, error instanceof OtlpTooLargeError ? 413 : 400, message);
     }
-    const { spans, dropped } = converted;
-    let unknownTargets: number;
-    try {
-      unknownTargets = await storeSpans(store, spans, options.logger);
-    } catch (error) {
-      // A span the store's input rules reject (bad string, out-of-range sequence id...): the sender's fault.
-      if (!InvalidArgumentError.isInstance(error)) throw error;
-      return replyStatus(c, format, 400, `Invalid OTLP span: ${error.message}`);
-    }
-    const rejected = dropped + unknownTargets;
-    if (rejected > 0) {
-      options.logger.warn("otlp spans rejected", {
-        received: spans.length + dropped,
-        rejected,
-        without_ids: dropped,
+    const { spans, dropped, refused } = converted;
+    const early: Refusal[] = refused.map((r) => ({ ...r }));
+    if (dropped > 0) {
+      early.push({
+        reason: "no agentlightning.rollout_id/attempt_id attribute on the span or its resource",
+        rolloutId: null,
+        attemptId: null,
+        spans: dropped,
       });
     }
-    const message =
-      rejected > 0
-        ? `${rejected} span(s) rejected: ${dropped} without agentlightning.rollout_id/attempt_id, ${rejected - dropped} for unknown rollouts or attempts`
-        : "";
+    const outcome = await storeOtlpSpans(store, spans, early);
+    const rejected = outcome.refusals.reduce((n, r) => n + r.spans, 0);
+    logRefusals(options.logger, outcome.refusals, spans.length + dropped + refused.length);
+    const message = partialSuccessMessage(outcome);
     if (format === "json") {
-      const payload =
-        rejected > 0 ? { partialSuccess: { rejectedSpans: String(rejected), errorMessage: message } } : {};
+      // OTLP/JSON: int64 as a decimal string; a zero count is omitted like any proto3 default.
+      const partialSuccess = {
+        ...(rejected > 0 ? { rejectedSpans: String(rejected) } : {}),
+        ...(message !== "" ? { errorMessage: message } : {}),
+      };
+      const payload = message !== "" ? { partialSuccess } : {};
       return reply(c, "json", 200, Buffer.from(JSON.stringify(payload)));
     }
     return reply(c, "protobuf", 200, encodeTraceResponse(rejected, message));
@@ -134,54 +134,6 @@ function inflateBounded(raw: Buffer, max: number): Promise<Buffer> {
     inflater.on("error", (error) => reject(error));
     inflater.end(raw);
   });
-}
-
-/**
- * Allocate the missing sequence ids in one call, then store everything in one batch. If a batch
- * names an unknown rollout or attempt, store each (rollout, attempt) group on its own so one bad
- * group does not lose the others. Returns how many spans were rejected.
- */
-async function storeSpans(
-  store: LightningStore,
-  pending: PendingSpan[],
-  logger: StoreServerLogger,
-): Promise<number> {
-  if (pending.length === 0) return 0;
-  const missing = pending.filter((p) => p.span.sequence_id === undefined);
-  if (missing.length > 0) {
-    const ids = await store.getManySpanSequenceIds(missing.map((p) => [p.rolloutId, p.attemptId] as const));
-    missing.forEach((p, i) => {
-      p.span.sequence_id = ids[i]!;
-    });
-  }
-  const spans = pending.map((p) => p.span as SpanInput);
-  try {
-    await store.addManySpans(spans);
-    return 0;
-  } catch (error) {
-    if (!NotFoundError.isInstance(error)) throw error;
-  }
-  const groups = new Map<string, SpanInput[]>();
-  for (const span of spans) {
-    const key = `${span.rollout_id}\u0000${span.attempt_id}`;
-    const group = groups.get(key) ?? [];
-    group.push(span);
-    groups.set(key, group);
-  }
-  let rejected = 0;
-  for (const group of groups.values()) {
-    try {
-      await store.addManySpans(group);
-    } catch (error) {
-      if (!NotFoundError.isInstance(error)) throw error;
-      rejected += group.length;
-      logger.warn("otlp spans for unknown rollout or attempt", {
-        detail: error.message,
-        spans: group.length,
-      });
-    }
-  }
-  return rejected;
 }
 
 function replyStatus(c: Context, format: Format, status: 400 | 413, message: string): Promise<Response> {

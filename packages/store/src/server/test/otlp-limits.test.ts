@@ -78,20 +78,24 @@ describe("OTLP ingest limits", () => {
     expect((await h.call("GET", "/v1/agl/health")).status).toBe(200);
   });
 
-  it("rejects deeply nested OTLP/JSON attributes with 400 (not 500), and NUL strings too", async () => {
+  it("refuses a span with too deeply nested attributes alone (partial success, not 500), and stores NUL text sanitised", async () => {
     const r = await h.store.startRollout({ input: 1 });
     const deep = otlpJson(r.rollout_id, r.attempt.attempt_id, [{ key: "deep", value: nestedKvlist(200) }]);
     const res = await h.call("POST", "/v1/traces", deep, json);
-    expect(res.status).toBe(400);
-    expect(res.body.message).toMatch(/attributes.*nest deeper/);
+    expect(res.status).toBe(200);
+    expect(res.body.partialSuccess.rejectedSpans).toBe("1");
+    expect(res.body.partialSuccess.errorMessage).toMatch(/attributes.*nest deeper/);
     const nul = otlpJson(r.rollout_id, r.attempt.attempt_id, [
       { key: "k", value: { stringValue: "a\u0000" } },
     ]);
-    const bad = await h.call("POST", "/v1/traces", nul, json);
-    expect(bad.status).toBe(400);
-    expect(bad.body.message).toMatch(/attributes.*NUL/);
+    const sanitised = await h.call("POST", "/v1/traces", nul, json);
+    expect(sanitised.status).toBe(200);
+    expect(sanitised.body.partialSuccess.rejectedSpans).toBeUndefined();
+    expect(sanitised.body.partialSuccess.errorMessage).toMatch(/1 span\(s\) stored with .*U\+FFFD/);
+    expect((await h.store.querySpans(r.rollout_id)).items.map((s) => s.attributes.k)).toEqual(["a\uFFFD"]);
     const ok = otlpJson(r.rollout_id, r.attempt.attempt_id, [{ key: "fine", value: nestedKvlist(10) }]);
     expect((await h.call("POST", "/v1/traces", ok, json)).status).toBe(200);
+    // Same span id as the sanitised span: a resend, ignored.
     expect((await h.store.querySpans(r.rollout_id)).items).toHaveLength(1);
   });
 });

@@ -146,7 +146,19 @@ describe("POST /v1/traces with the real @opentelemetry/exporter-trace-otlp-proto
     expect(await exportWith(exporter, spans)).toBe(0);
     await exporter.shutdown();
     expect((await h.store.querySpans(a.rollout_id)).items.map((s) => s.name)).toEqual(["named"]);
-    expect(logs.find((l) => l.msg === "otlp spans rejected")).toMatchObject({ rejected: 2, without_ids: 1 });
+    const refused = logs.filter((l) => l.msg === "otlp spans refused");
+    expect(refused.map((l) => l.level)).toEqual(["warn", "warn"]);
+    expect(refused).toContainEqual(
+      expect.objectContaining({ reason: expect.stringMatching(/no agentlightning\.rollout_id/), spans: 1 }),
+    );
+    expect(refused).toContainEqual(
+      expect.objectContaining({
+        reason: expect.stringMatching(/^unknown rollout or attempt/),
+        rollout_id: "ro-000000000000",
+        attempt_id: "at-00000000",
+        spans: 1,
+      }),
+    );
   });
 });
 

@@ -1,4 +1,5 @@
 import { connect, type Socket } from "node:net";
+import { MAX_DEQUEUE_LIMIT } from "@agl/core";
 import { afterEach, describe, expect, it } from "vitest";
 import { jsonLinesLogger } from "../logging.js";
 import { type Harness, harness } from "./helpers.js";
@@ -77,10 +78,15 @@ describe("store server connection limits", () => {
     for (const s of held) s.destroy();
   });
 
-  it("caps the dequeue batch size with a 422 naming the field", async () => {
+  it("clamps the dequeue batch size to the maximum (a Python client cannot see a 422); a non-integer is still 422", async () => {
     h = await harness();
+    await h.store.enqueueManyRollouts(
+      Array.from({ length: MAX_DEQUEUE_LIMIT + 3 }, (_, i) => ({ input: i })),
+    );
     const res = await h.call("POST", "/v1/agl/queues/rollouts/dequeue", { limit: 1_000_000 });
-    expect(res.status).toBe(422);
-    expect(res.body.field).toBe("limit");
+    expect(res.status).toBe(200);
+    expect(res.body).toHaveLength(MAX_DEQUEUE_LIMIT);
+    const bad = await h.call("POST", "/v1/agl/queues/rollouts/dequeue", { limit: 2.5 });
+    expect([bad.status, bad.body.field]).toEqual([422, "limit"]);
   });
 });
