@@ -32,6 +32,16 @@ const ROUTES: Route[] = [
     body: chat,
   },
   { method: "POST", path: "/:sid/v1/chat/completions", body: chat },
+  {
+    method: "POST",
+    path: "/rollout/:rid/attempt/:aid/v1/responses",
+    body: { model: "m", instructions: "be brief", input: [{ role: "user", content: "hi" }], store: true },
+  },
+  {
+    method: "POST",
+    path: "/v1/messages",
+    body: { model: "m", max_tokens: 8, messages: [{ role: "user", content: "hi" }] },
+  },
   { method: "POST", path: "/v1/embeddings", body: { input: "x" } },
   { method: "GET", path: "/health" },
   { method: "GET", path: "/healthz" },

@@ -33,6 +33,10 @@ export interface CallRecord {
   startMs: number;
   endMs: number;
   ttftMs: number | null;
+  /** The span id, when chosen before the call (Responses ids name it); else a random one. */
+  spanId?: string | null;
+  /** Attributes the client dialect adds to a successful call's span (the Responses state). */
+  dialectAttributes?: Attributes | null;
 }
 
 export interface CaptureOptions {
@@ -178,6 +182,7 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
   a["agl.proxy.retry_count"] = call.retryCount;
   a["agl.proxy.latency_ms"] = round3(call.endMs - call.startMs);
   if (call.ttftMs !== null) a["agl.proxy.ttft_ms"] = round3(call.ttftMs);
+  if (ok && call.dialectAttributes) Object.assign(a, call.dialectAttributes);
   // upstreams without vLLM's return_token_ids (OpenAI, SGLang's OpenAI layer) still get recorded
   a["agl.proxy.token_ids_missing"] = ok && !allIds;
 
@@ -190,7 +195,7 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
   }
 
   const traceId = randomHex(16);
-  const spanId = randomHex(8);
+  const spanId = call.spanId ?? newSpanId();
   const startS = call.startMs / 1000;
   const endS = call.endMs / 1000;
   return {
@@ -223,6 +228,9 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
     },
   };
 }
+
+/** A random span id (16 hex characters, as Agent Lightning's). */
+export const newSpanId = (): string => randomHex(8);
 
 // One entropy draw per ~170 spans instead of two per span (ids are most of a span's randomness cost).
 const ID_POOL_BYTES = 4096;

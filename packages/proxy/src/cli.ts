@@ -102,6 +102,12 @@ function buildOptions(): Command {
       .option("--timeout-ms <ms>", "per-attempt upstream silence limit", int("timeout"), 300_000)
       .option("--max-body-bytes <n>", "request body limit", int("max-body-bytes"), 16 * 1024 * 1024)
       .option(
+        "--response-cache-bytes <n>",
+        "in-process cache of /v1/responses conversations (the store keeps them all)",
+        int("response-cache-bytes"),
+        64 * 1024 * 1024,
+      )
+      .option(
         "--health-interval-ms <ms>",
         "active health-check period (0 = off)",
         int("health interval"),
@@ -140,6 +146,7 @@ export function proxyOptionsFromArgs(
     retries: o.retries,
     timeoutMs: o.timeoutMs,
     maxBodyBytes: o.maxBodyBytes,
+    responseCacheBytes: o.responseCacheBytes,
     healthCheckIntervalMs: o.healthIntervalMs,
   };
 }

@@ -5,6 +5,7 @@ import { z } from "zod";
 import type { Authenticator } from "./auth.js";
 import type { BackendPool } from "./backends.js";
 import type { CaptureCounters } from "./call-recorder.js";
+import { ModelVersionSchema } from "./options.js";
 import type { PauseGate, PauseState } from "./pause.js";
 import type { SessionRegistry } from "./sessions.js";
 
@@ -40,9 +41,7 @@ const PauseBody = z
     drain_timeout_seconds: z.number().positive().optional(),
   })
   .strict();
-const ResumeBody = z
-  .object({ model_version: z.union([z.string(), z.number()]).nullable().optional() })
-  .strict();
+const ResumeBody = z.object({ model_version: ModelVersionSchema.nullable().optional() }).strict();
 const SessionBody = z
   .object({ rollout_id: z.string().min(1).optional(), attempt_id: z.string().min(1).optional() })
   .strict();

@@ -29,6 +29,12 @@ export interface ForwardArgs {
    * pool, a reconnected one has joined it).
    */
   rerank?: (() => Backend[]) | null;
+  /**
+   * Relay mode: wait (up to `waitForWorkerMs`) for a worker when a retry finds none connected, as a new
+   * call does, so a restarting worker's in-flight calls are served once it is back instead of being sent
+   * to the dead one. Resolves whether one came.
+   */
+  waitForBackend?: (() => Promise<boolean>) | null;
   subpath: string;
   request: UpstreamRequest;
   stream: boolean;
@@ -56,8 +62,21 @@ export async function forwardCall(a: ForwardArgs): Promise<void> {
   };
   res.once("close", onClose);
   for (let attempt = 0; attempt < tries && !clientGone; attempt++) {
-    const fresh = attempt > 0 && a.rerank ? a.rerank() : ranked;
-    const list = fresh.length ? fresh : ranked;
+    let list = ranked;
+    if (attempt > 0 && a.rerank) {
+      list = a.rerank();
+      if (list.length === 0 && a.waitForBackend) {
+        await a.waitForBackend();
+        list = clientGone ? [] : a.rerank();
+      }
+      if (list.length === 0) {
+        if (clientGone) break;
+        const message = "no inference backend is connected";
+        if (record) Object.assign(record, { endMs: now(), httpStatus: 503, error: message });
+        sendJson(res, 503, a.dialect?.errorBody(503, message) ?? openaiError(message, "upstream_error"));
+        return;
+      }
+    }
     const backend = list[attempt % list.length]!;
     // each backend gets its own model name: a failover must not send the first replica's name
     const payload = a.request.payloadFor(backend);

@@ -5,13 +5,17 @@ import { type Attribution, Attributor } from "./attribution.js";
 import { AuthError, type Authenticator } from "./auth.js";
 import type { BackendPool } from "./backends.js";
 import { CallRecorder, type CaptureCounters, type PendingCall } from "./call-recorder.js";
+import { newSpanId } from "./capture.js";
 import {
   anthropicError,
   type ClientDialect,
   DialectRequestError,
   ResponseHistory,
+  ResponseStateUnavailableError,
+  type SpanLookup,
   translateClientRequest,
 } from "./dialects/index.js";
+import { errorBodyFor } from "./error-bodies.js";
 import { forwardCall } from "./forward.js";
 import { header, openaiError, readBody, sendJson } from "./http-util.js";
 import type { ProxyLogger, ResolvedProxyOptions } from "./options.js";
@@ -34,8 +38,8 @@ export class LLMCallHandler {
   private readonly attributor: Attributor;
   /** Null when the store cannot look attempts up, or checks are off: every attribution is taken as is. */
   private readonly directory: AttemptDirectory | null;
-  /** `/v1/responses` conversations for `previous_response_id`, per attempt. */
-  private readonly history = new ResponseHistory();
+  /** `/v1/responses` conversations for `previous_response_id`, per attempt (the store is their record). */
+  private readonly history: ResponseHistory;
   /** Null when the store cannot look attempts up: scoped tokens then end only at their expiry. */
   private readonly liveness: AttemptLiveness | null;
 
@@ -54,6 +58,13 @@ export class LLMCallHandler {
     this.attributor = new Attributor(o.traceHeader, auth, sessions);
     this.directory = o.unknownAttempts === "reject" ? AttemptDirectory.for(o.store, log) : null;
     this.liveness = AttemptLiveness.for(o.store, log);
+    const spans = o.store as Partial<SpanLookup>;
+    this.history = new ResponseHistory({
+      maxBytes: o.responseCacheBytes,
+      store: typeof spans.querySpans === "function" ? (spans as SpanLookup) : null,
+      waitMs: o.responseStateWaitMs,
+      log,
+    });
   }
 
   /** Span writes not yet settled; stop() and flush() wait for them. */
@@ -67,69 +78,79 @@ export class LLMCallHandler {
 
   async handle(req: IncomingMessage, res: ServerResponse, match: RouteMatch): Promise<void> {
     const startMs = now();
+    // before the body is parsed, errors already speak the route's API (Anthropic's shape on /v1/messages)
+    const errorBody = errorBodyFor(match.op);
+    const fail = (status: number, message: string, type: string, code: string | null = null) =>
+      sendJson(res, status, errorBody(status, message, type, code));
     let attribution: Attribution | null;
     try {
       attribution = this.attributor.attribute(req, match);
     } catch (error) {
-      if (error instanceof AuthError)
-        return sendJson(res, error.status, openaiError(error.message, "authentication_error"));
+      if (error instanceof AuthError) return fail(error.status, error.message, "authentication_error");
       throw error;
     }
     if (match.op === "models") {
-      if (req.method !== "GET") return sendJson(res, 405, openaiError("use GET", "invalid_request_error"));
+      if (req.method !== "GET") return fail(405, "use GET", "invalid_request_error");
       return this.models(res);
     }
-    if (req.method !== "POST") return sendJson(res, 405, openaiError("use POST", "invalid_request_error"));
+    if (req.method !== "POST") return fail(405, "use POST", "invalid_request_error");
     if (!attribution && this.o.unattributed === "reject") {
-      return sendJson(
-        res,
-        400,
-        openaiError("this call is not attributed to a rollout attempt", "invalid_request_error"),
-      );
+      return fail(400, "this call is not attributed to a rollout attempt", "invalid_request_error");
     }
+    // a scoped token works only while its attempt runs: asked now, answered while the body arrives
+    const liveness =
+      attribution && this.liveness && this.auth.identify(req.headers).kind === "attempt"
+        ? this.liveness.blockedStatus(attribution.rolloutId, attribution.attemptId, startMs)
+        : null;
 
-    const raw = await readBody(req, res, this.o.maxBodyBytes);
+    const limit = this.o.maxBodyBytes;
+    const raw = await readBody(
+      req,
+      res,
+      limit,
+      errorBody(413, `request body over ${limit} bytes`, "invalid_request_error", null),
+    );
     if (raw === null) return;
     let body: Record<string, any>;
     try {
       body = JSON.parse(raw.toString("utf8"));
     } catch {
-      return sendJson(res, 400, openaiError("request body is not valid JSON", "invalid_request_error"));
+      return fail(400, "request body is not valid JSON", "invalid_request_error");
     }
     if (body === null || typeof body !== "object" || Array.isArray(body)) {
-      return sendJson(res, 400, openaiError("request body must be a JSON object", "invalid_request_error"));
+      return fail(400, "request body must be a JSON object", "invalid_request_error");
     }
-    if (attribution && this.liveness && this.auth.identify(req.headers).kind === "attempt") {
-      // A scoped token works only while its attempt runs.
-      const finished = await this.liveness.finishedStatus(attribution.rolloutId, attribution.attemptId);
-      if (finished !== null) {
-        return sendJson(
-          res,
-          403,
-          openaiError(
-            `attempt ${attribution.attemptId} of rollout ${attribution.rolloutId} has finished (${finished}); its token no longer works`,
-            "authentication_error",
-            "attempt_finished",
-          ),
-        );
-      }
+    const blocked = liveness && (await liveness);
+    if (blocked) {
+      return fail(
+        403,
+        `attempt ${attribution!.attemptId} of rollout ${attribution!.rolloutId} is no longer running (${blocked}); its token no longer works`,
+        "authentication_error",
+        "attempt_finished",
+      );
     }
     let dialect: ClientDialect | null = null;
+    const spanId = newSpanId();
     if (match.op === "responses" || match.op === "messages") {
       // served by translation to the upstream's chat/completions: one chat span, the same triplets
-      const scope = attribution ? JSON.stringify([attribution.rolloutId, attribution.attemptId]) : "";
+      const scope = attribution
+        ? { rolloutId: attribution.rolloutId, attemptId: attribution.attemptId }
+        : null;
       try {
-        const translated = translateClientRequest(match.op, body, this.history, scope);
+        const translated = await translateClientRequest(match.op, body, this.history, scope, spanId);
         body = translated.chat;
         dialect = translated.dialect;
       } catch (error) {
+        if (error instanceof ResponseStateUnavailableError) {
+          return fail(503, error.message, "server_error", "store_unavailable");
+        }
         if (!(error instanceof DialectRequestError)) throw error;
         return sendJson(
           res,
           400,
           match.op === "messages"
             ? anthropicError(400, error.message)
-            : openaiError(error.message, "invalid_request_error", "invalid_value"),
+            : openaiError(error.message, "invalid_request_error", "invalid_value", error.param),
         );
       }
     }
@@ -138,11 +159,7 @@ export class LLMCallHandler {
       const known = this.directory.cached(rid, aid) ?? (await this.directory.exists(rid, aid));
       if (!known) {
         // Agent Lightning v1.0 answers 404 too; forwarding would lose the span to the store's rejection
-        return sendJson(
-          res,
-          404,
-          openaiError(`rollout ${rid} has no attempt ${aid}`, "invalid_request_error", "unknown_attempt"),
-        );
+        return fail(404, `rollout ${rid} has no attempt ${aid}`, "invalid_request_error", "unknown_attempt");
       }
     }
 
@@ -191,6 +208,7 @@ export class LLMCallHandler {
           startMs,
           endMs: startMs,
           ttftMs: null,
+          spanId,
         }
       : null;
     try {
@@ -212,6 +230,9 @@ export class LLMCallHandler {
         res,
         ranked,
         rerank: this.waitForBackend ? () => this.pool.rank(key) : null,
+        waitForBackend: this.waitForBackend
+          ? () => this.waitForBackend!(this.o.relay?.waitForWorkerMs ?? 0)
+          : null,
         subpath: isChat ? "chat/completions" : "completions",
         request: new UpstreamRequest(body, this.o),
         stream,
@@ -220,6 +241,7 @@ export class LLMCallHandler {
         dialect,
       });
     } finally {
+      if (record && dialect?.spanAttributes) record.dialectAttributes = dialect.spanAttributes();
       if (record && seq) this.recorder.record(record, seq);
       this.gate.leave();
     }

@@ -1,5 +1,21 @@
-import { InvalidArgumentError, type LightningStore, parseOrThrow } from "@agl/core";
+import { InvalidArgumentError, type LightningStore, parseOrThrow, unstorableString } from "@agl/core";
 import { z } from "zod";
+
+/**
+ * A policy version recorded on every later span (`agl.proxy.model_version`): a string every store can keep
+ * (no NUL, no lone surrogate: else each span would be rejected while calls still answer 200) or a number.
+ */
+export const ModelVersionSchema = z.union([
+  z.string().superRefine((s, ctx) => {
+    const problem = unstorableString(s);
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
+  }),
+  z.number(),
+]);
+
+/** `version` checked (InvalidArgumentError naming `what` otherwise). */
+export const checkModelVersion = (version: unknown, what = "modelVersion"): string | number | null =>
+  parseOrThrow(ModelVersionSchema.nullable(), version, what);
 
 /** The part of a LightningStore the proxy writes to (the batch methods are used when present). Any store satisfies it. */
 export type SpanSink = Pick<LightningStore, "addSpan" | "getNextSpanSequenceId"> &
@@ -129,7 +145,22 @@ export const LLMProxyOptionsSchema = z.object({
   healthCheckTimeoutMs: z.number().int().positive().default(2_000),
   allowedFailures: z.number().int().positive().default(3),
   cooldownMs: z.number().int().min(0).default(10_000),
-  modelVersion: z.union([z.string(), z.number()]).nullable().default(null),
+  modelVersion: ModelVersionSchema.nullable().default(null),
+  /**
+   * `/v1/responses` state (`previous_response_id`, `item_reference`): the in-process cache's budget, by
+   * the JSON size of the conversations and items it holds. The store (the spans) is the record; this only
+   * saves store reads.
+   */
+  responseCacheBytes: z
+    .number()
+    .int()
+    .min(0)
+    .default(64 * 1024 * 1024),
+  /**
+   * How long a response id whose span is not in the store yet is looked for again before the 400 (another
+   * replica answered the client a moment before its span write landed).
+   */
+  responseStateWaitMs: z.number().int().min(0).default(3_000),
   /** Grace period for in-flight calls on stop(). */
   shutdownGraceMs: z.number().int().min(0).default(10_000),
   logger: z.custom<ProxyLogger>((v) => typeof (v as any)?.warn === "function").optional(),

@@ -14,9 +14,10 @@ import { Authenticator } from "./auth.js";
 import { BackendPool, type BackendState } from "./backends.js";
 import type { CaptureCounters } from "./call-recorder.js";
 import { createControlApp } from "./control-app.js";
-import { sendJson } from "./http-util.js";
+import { readBody, sendJson } from "./http-util.js";
 import { LLMCallHandler } from "./llm-handler.js";
 import {
+  checkModelVersion,
   type LLMProxyOptions,
   type ProxyLogger,
   type ResolvedProxyOptions,
@@ -113,7 +114,19 @@ export class LLMProxy {
     const server = createServer((req: IncomingMessage, res: ServerResponse) => {
       const match = matchLLMRoute(req.url ?? "/");
       if (match === null) {
-        void control(req, res);
+        if (req.method === "GET" || req.method === "HEAD") {
+          void control(req, res);
+          return;
+        }
+        // Read here (the control bodies are small) so an over-limit one is answered 413 only once the
+        // client has sent it: hono's own limit answers mid-upload and leaves the rest unread on a
+        // keep-alive socket, which breaks the client's next request.
+        void readBody(req, res, o.maxBodyBytes, { detail: "request body too large" }).then((body) => {
+          if (body === null) return;
+          // @hono/node-server reads `rawBody` instead of the (consumed) stream
+          (req as IncomingMessage & { rawBody?: Buffer }).rawBody = body;
+          void control(req, res);
+        });
         return;
       }
       this.handler.handle(req, res, match).catch((error) => {
@@ -199,6 +212,7 @@ export class LLMProxy {
 
   /** Resume; `modelVersion` (e.g. the new policy version) is recorded on later spans. */
   async resume(options: { modelVersion?: string | number | null } = {}): Promise<PauseState> {
+    if (options.modelVersion !== undefined) checkModelVersion(options.modelVersion, "resume.modelVersion");
     return this.gate.resume(options);
   }
 
@@ -227,7 +241,7 @@ export class LLMProxy {
   }
 
   set modelVersion(version: string | number | null) {
-    this.gate.modelVersion = version;
+    this.gate.modelVersion = checkModelVersion(version);
   }
 
   /**

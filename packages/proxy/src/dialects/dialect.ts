@@ -1,3 +1,4 @@
+import type { Attributes } from "@agl/core";
 import type { z } from "zod";
 
 /**
@@ -13,6 +14,8 @@ export interface ClientDialect {
   createStream(): DialectStream;
   /** An error body in the dialect's format (proxy-side failures: 400, 502, 504). */
   errorBody(status: number, message: string): unknown;
+  /** Attributes for the call's span once it has answered (the Responses state); null for none. */
+  spanAttributes?(): Attributes | null;
 }
 
 export interface TranslatedResponse {
@@ -105,3 +108,26 @@ export function parseAt<S extends z.ZodType>(schema: S, value: unknown, path: st
   const where = [path, ...issue.path.map(String)].filter(Boolean).join(".") || "body";
   throw new DialectRequestError(where, `${where}: ${issue.message}`);
 }
+
+/**
+ * Hosted features outside `tools` (run on the vendor's servers, e.g. Responses `background`, Anthropic
+ * `mcp_servers`): a 400 naming the field, as for hosted tools, since ignoring one silently changes what the
+ * call means (`conversation` would drop its history). `inUse` says whether a value asks for the feature.
+ */
+export function rejectHostedFields(
+  body: Record<string, unknown>,
+  fields: Record<string, (value: unknown) => boolean>,
+): void {
+  for (const [field, inUse] of Object.entries(fields)) {
+    if (inUse(body[field])) {
+      throw new DialectRequestError(
+        field,
+        `${field}: a hosted feature the model behind this proxy cannot serve (it runs on the API vendor's servers)`,
+      );
+    }
+  }
+}
+
+/** A value that asks for something: not absent, null, false or empty. */
+export const given = (v: unknown): boolean =>
+  v !== undefined && v !== null && v !== false && !(Array.isArray(v) && v.length === 0);

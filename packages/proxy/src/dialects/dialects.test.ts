@@ -110,11 +110,18 @@ describe("dialect translations: a streamed answer re-encodes to what the non-str
         const { json, pieces } = chatForms(a, cuts);
         const history = new ResponseHistory();
         const whole = JSON.parse(
-          new ResponsesDialect(request, [], history, "")
+          new ResponsesDialect(request, [], [], history, null, "0123456789abcdef")
             .translateResponse(200, json, "application/json")
             .body.toString(),
         );
-        const stream = new ResponsesDialect(request, [], history, "").createStream();
+        const stream = new ResponsesDialect(
+          request,
+          [],
+          [],
+          history,
+          null,
+          "0123456789abcdef",
+        ).createStream();
         const sse = pieces.map((p) => stream.push(p)).join("") + stream.end();
         const evs = events(sse);
         expect(evs[0].type).toBe("response.created");

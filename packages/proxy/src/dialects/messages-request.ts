@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { DialectRequestError, parseAt, textOf } from "./dialect.js";
+import { DialectRequestError, given, parseAt, rejectHostedFields, textOf } from "./dialect.js";
 
 const TextBlock = z.looseObject({ type: z.literal("text"), text: z.string() });
 const ImageSource = z.union([
@@ -48,8 +48,12 @@ export const MessagesRequestSchema = z.looseObject({
 });
 export type MessagesRequest = z.output<typeof MessagesRequestSchema>;
 
-export const parseMessagesRequest = (body: unknown): MessagesRequest =>
-  parseAt(MessagesRequestSchema, body, "");
+export function parseMessagesRequest(body: unknown): MessagesRequest {
+  const request = parseAt(MessagesRequestSchema, body, "");
+  // remote MCP servers and the code-execution container run on Anthropic's side
+  rejectHostedFields(request, { mcp_servers: given, container: given });
+  return request;
+}
 
 function imagePart(block: z.output<typeof ImageBlock>) {
   const s = block.source as any;

@@ -1,3 +1,4 @@
+import type { Attributes } from "@agl/core";
 import { ChatChunkReader, type ChatStreamListener } from "./chat-chunk-reader.js";
 import {
   type ClientDialect,
@@ -8,14 +9,17 @@ import {
   SseEncoder,
   type TranslatedResponse,
 } from "./dialect.js";
-import type { ResponseHistory } from "./response-history.js";
+import type { ResponseHistory, ResponseScope } from "./response-history.js";
+import {
+  assistantMessage,
+  functionCallItem,
+  messageItem,
+  type ResponseIds,
+  responseIds,
+  stateAttributes,
+  type ToolCallOut,
+} from "./response-state.js";
 import type { ResponsesRequest } from "./responses-request.js";
-
-interface ToolCallOut {
-  id: string;
-  name: string;
-  arguments: string;
-}
 
 /** What one chat answer (choice 0) amounts to, however it arrived. */
 interface ChatOutcome {
@@ -30,17 +34,26 @@ interface ChatOutcome {
 /** Serves `POST /v1/responses` over an upstream's chat/completions (see dialect.ts). */
 export class ResponsesDialect implements ClientDialect {
   readonly api = "responses" as const;
-  readonly id = randomId("resp");
+  /** The response and output item ids, named after the call's span so any proxy can find them. */
+  readonly ids: ResponseIds;
+  readonly id: string;
   private readonly createdAt = Math.floor(Date.now() / 1000);
   private readonly wantLogprobs: boolean;
+  /** Set once the answer is remembered: what the span records for other proxies. */
+  private remembered: Attributes | null = null;
 
   constructor(
     private readonly request: ResponsesRequest,
+    /** The chat messages sent upstream (instructions first, when given). */
+    private readonly messages: unknown[],
     /** The conversation sent (without instructions), extended by the answer for previous_response_id. */
     private readonly conversation: unknown[],
     private readonly history: ResponseHistory,
-    private readonly scope: string,
+    private readonly scope: ResponseScope | null,
+    spanId: string,
   ) {
+    this.ids = responseIds(spanId);
+    this.id = this.ids.response;
     this.wantLogprobs =
       (request.include ?? []).includes("message.output_text.logprobs") || (request.top_logprobs ?? 0) > 0;
   }
@@ -90,19 +103,19 @@ export class ResponsesDialect implements ClientDialect {
   }
 
   /** Output items of a finished answer: the message (if any text), then one item per function call. */
-  outputItems(o: ChatOutcome, status: "completed" | "in_progress", ids?: ItemIds): unknown[] {
+  outputItems(o: ChatOutcome, status: "completed" | "in_progress"): unknown[] {
     const items: unknown[] = [];
     if (o.text !== "" || o.toolCalls.length === 0) {
-      items.push(this.messageItem(ids?.message ?? randomId("msg"), o.text, o.logprobs, status));
+      items.push(this.messageItem(this.ids.message, o.text, o.logprobs, status));
     }
     for (const [i, t] of o.toolCalls.entries()) {
-      items.push(this.functionCallItem(ids?.calls[i] ?? randomId("fc"), t, status));
+      items.push(this.functionCallItem(this.ids.call(i), t, status));
     }
     return items;
   }
 
   messageItem(id: string, text: string, logprobs: unknown[] | null, status: string) {
-    return { type: "message", id, status, role: "assistant", content: [this.textPart(text, logprobs)] };
+    return messageItem(id, text, status, this.textPart(text, logprobs));
   }
 
   textPart(text: string, logprobs: unknown[] | null) {
@@ -115,7 +128,7 @@ export class ResponsesDialect implements ClientDialect {
   }
 
   functionCallItem(id: string, t: ToolCallOut, status: string) {
-    return { type: "function_call", id, call_id: t.id, name: t.name, arguments: t.arguments, status };
+    return functionCallItem(id, t, status);
   }
 
   /** The response object (as returned, or inside `response.created`/`.completed` events). */
@@ -162,25 +175,18 @@ export class ResponsesDialect implements ClientDialect {
   /** Keep the conversation and its items for `previous_response_id`/`item_reference` (unless `store: false`). */
   remember(o: ChatOutcome, output: unknown[]): void {
     if (this.request.store === false) return;
-    for (const item of output) this.history.putItem(this.scope, (item as { id: string }).id, item);
-    const assistant: Record<string, unknown> = {
-      role: "assistant",
-      content: o.text === "" && o.toolCalls.length ? null : o.text,
-    };
-    if (o.toolCalls.length) {
-      assistant.tool_calls = o.toolCalls.map((t) => ({
-        id: t.id,
-        type: "function",
-        function: { name: t.name, arguments: t.arguments },
-      }));
-    }
-    this.history.put(this.scope, this.id, [...this.conversation, assistant]);
+    const items = output.map((item) => [(item as { id: string }).id, item] as [string, unknown]);
+    const conversation = [...this.conversation, assistantMessage(o.text, o.toolCalls)];
+    this.history.remember(this.scope, this.id, conversation, items);
+    const start = this.messages.length - this.conversation.length;
+    const itemIds = items.map(([id]) => id);
+    this.remembered = stateAttributes(this.ids, this.messages, start, o.toolCalls, itemIds);
   }
-}
 
-interface ItemIds {
-  message: string;
-  calls: string[];
+  /** The attributes that let any proxy on the store restore this response (null unless remembered). */
+  spanAttributes(): Attributes | null {
+    return this.scope ? this.remembered : null;
+  }
 }
 
 /** Responses logprobs from chat ones: `{token, logprob, bytes, top_logprobs}` per token. */
@@ -208,7 +214,6 @@ class ResponsesStream extends SseEncoder implements DialectStream, ChatStreamLis
     finishReason: null,
     usage: null,
   };
-  private readonly ids: ItemIds = { message: randomId("msg"), calls: [] };
   private messageIndex: number | null = null;
   private messageOpen = false;
   private nextIndex = 0;
@@ -251,13 +256,13 @@ class ResponsesStream extends SseEncoder implements DialectStream, ChatStreamLis
       this.messageIndex = this.nextIndex++;
       this.order[this.messageIndex] = "message";
       this.messageOpen = true;
-      const item = this.d.messageItem(this.ids.message, "", null, "in_progress");
+      const item = this.d.messageItem(this.d.ids.message, "", null, "in_progress");
       this.emit("response.output_item.added", {
         output_index: this.messageIndex,
         item: { ...item, content: [] },
       });
       this.emit("response.content_part.added", {
-        item_id: this.ids.message,
+        item_id: this.d.ids.message,
         output_index: this.messageIndex,
         content_index: 0,
         part: this.d.textPart("", null),
@@ -266,7 +271,7 @@ class ResponsesStream extends SseEncoder implements DialectStream, ChatStreamLis
     this.outcome.text += delta;
     if (logprobs) (this.outcome.logprobs ??= []).push(...logprobs);
     this.emit("response.output_text.delta", {
-      item_id: this.ids.message,
+      item_id: this.d.ids.message,
       output_index: this.messageIndex,
       content_index: 0,
       delta,
@@ -278,7 +283,7 @@ class ResponsesStream extends SseEncoder implements DialectStream, ChatStreamLis
     if (!this.messageOpen || this.messageIndex === null) return;
     this.messageOpen = false;
     const o = this.outcome;
-    const base = { item_id: this.ids.message, output_index: this.messageIndex, content_index: 0 };
+    const base = { item_id: this.d.ids.message, output_index: this.messageIndex, content_index: 0 };
     this.emit("response.output_text.done", {
       ...base,
       text: o.text,
@@ -287,7 +292,7 @@ class ResponsesStream extends SseEncoder implements DialectStream, ChatStreamLis
     this.emit("response.content_part.done", { ...base, part: this.d.textPart(o.text, o.logprobs) });
     this.emit("response.output_item.done", {
       output_index: this.messageIndex,
-      item: this.d.messageItem(this.ids.message, o.text, o.logprobs, "completed"),
+      item: this.d.messageItem(this.d.ids.message, o.text, o.logprobs, "completed"),
     });
   }
 
@@ -295,13 +300,12 @@ class ResponsesStream extends SseEncoder implements DialectStream, ChatStreamLis
     this.closeMessage();
     this.closeCall();
     const call = this.outcome.toolCalls.push({ id, name, arguments: "" }) - 1;
-    this.ids.calls.push(randomId("fc"));
     this.callByChatIndex.set(index, call);
     this.openCall = { chatIndex: index, outputIndex: this.nextIndex++, call };
     this.order[this.openCall.outputIndex] = call;
     this.emit("response.output_item.added", {
       output_index: this.openCall.outputIndex,
-      item: this.d.functionCallItem(this.ids.calls[call]!, this.outcome.toolCalls[call]!, "in_progress"),
+      item: this.d.functionCallItem(this.d.ids.call(call), this.outcome.toolCalls[call]!, "in_progress"),
     });
   }
 
@@ -311,7 +315,7 @@ class ResponsesStream extends SseEncoder implements DialectStream, ChatStreamLis
     this.outcome.toolCalls[call]!.arguments += delta;
     if (this.openCall?.call !== call) return; // a late fragment of a closed call: kept, not re-streamed
     this.emit("response.function_call_arguments.delta", {
-      item_id: this.ids.calls[call],
+      item_id: this.d.ids.call(call),
       output_index: this.openCall.outputIndex,
       delta,
     });
@@ -322,7 +326,7 @@ class ResponsesStream extends SseEncoder implements DialectStream, ChatStreamLis
     if (!open) return;
     this.openCall = null;
     const t = this.outcome.toolCalls[open.call]!;
-    const itemId = this.ids.calls[open.call]!;
+    const itemId = this.d.ids.call(open.call);
     this.emit("response.function_call_arguments.done", {
       item_id: itemId,
       output_index: open.outputIndex,
@@ -351,7 +355,7 @@ class ResponsesStream extends SseEncoder implements DialectStream, ChatStreamLis
     if (this.closed) return;
     this.closed = true;
     this.begin();
-    const output = this.d.outputItems(this.outcome, "in_progress", this.ids);
+    const output = this.d.outputItems(this.outcome, "in_progress");
     this.emit("response.failed", { response: this.d.responseObject(this.outcome, output, message) });
     // the `error` field makes the OpenAI SDK throw instead of accepting a truncated answer
     this.emit("error", {
@@ -377,8 +381,8 @@ class ResponsesStream extends SseEncoder implements DialectStream, ChatStreamLis
     const o = this.outcome;
     const output = this.order.map((what) =>
       what === "message"
-        ? this.d.messageItem(this.ids.message, o.text, o.logprobs, "completed")
-        : this.d.functionCallItem(this.ids.calls[what]!, o.toolCalls[what]!, "completed"),
+        ? this.d.messageItem(this.d.ids.message, o.text, o.logprobs, "completed")
+        : this.d.functionCallItem(this.d.ids.call(what), o.toolCalls[what]!, "completed"),
     );
     const response = this.d.responseObject(o, output);
     this.emit(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response });

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { DialectRequestError, parseAt, textOf } from "./dialect.js";
-import type { ResponseHistory } from "./response-history.js";
+import { DialectRequestError, given, parseAt, rejectHostedFields, textOf } from "./dialect.js";
+import type { ResponseHistory, ResponseScope } from "./response-history.js";
 
 /** The fields of a `POST /v1/responses` body the proxy reads; everything else is accepted and ignored. */
 export const ResponsesRequestSchema = z.looseObject({
@@ -52,8 +52,12 @@ const FunctionTool = z.looseObject({
 type ChatMessage = Record<string, any>;
 
 /** The body, validated: a 400 naming the first bad field otherwise. */
-export const parseResponsesRequest = (body: unknown): ResponsesRequest =>
-  parseAt(ResponsesRequestSchema, body, "");
+export function parseResponsesRequest(body: unknown): ResponsesRequest {
+  const request = parseAt(ResponsesRequestSchema, body, "");
+  // `conversation` is OpenAI's stored conversation, `prompt` a stored prompt template, `background` a job
+  rejectHostedFields(request, { background: given, conversation: given, prompt: given });
+  return request;
+}
 
 function userContent(content: z.output<typeof MessageItem>["content"]): unknown {
   if (typeof content === "string") return content;
@@ -170,18 +174,37 @@ export interface TranslatedResponsesRequest {
   conversation: ChatMessage[];
 }
 
+/** The ids of the `item_reference` inputs, each resolved (undefined when unknown) before translation. */
+async function resolveReferences(
+  input: ResponsesRequest["input"],
+  history: ResponseHistory,
+  scope: ResponseScope | null,
+): Promise<Map<string, unknown>> {
+  const ids = new Set<string>();
+  if (Array.isArray(input)) {
+    for (const item of input) {
+      if ((item as any)?.type === "item_reference" && typeof (item as any).id === "string")
+        ids.add((item as any).id);
+    }
+  }
+  const resolved = new Map<string, unknown>();
+  await Promise.all([...ids].map(async (id) => resolved.set(id, await history.item(scope, id))));
+  return resolved;
+}
+
 /**
- * A Responses request as the chat/completions request an open model serves. `previous_response_id` is
- * looked up in the attempt's history (`scope`); an unknown id is a 400, as OpenAI answers.
+ * A Responses request as the chat/completions request an open model serves. `previous_response_id` and
+ * `item_reference`s are looked up in the attempt's history (`scope`); an unknown id is a 400, as OpenAI
+ * answers.
  */
-export function responsesToChat(
+export async function responsesToChat(
   r: ResponsesRequest,
   history: ResponseHistory,
-  scope: string,
-): TranslatedResponsesRequest {
+  scope: ResponseScope | null,
+): Promise<TranslatedResponsesRequest> {
   let previous: unknown[] = [];
   if (r.previous_response_id) {
-    const found = history.get(scope, r.previous_response_id);
+    const found = await history.conversation(scope, r.previous_response_id);
     if (!found) {
       throw new DialectRequestError(
         "previous_response_id",
@@ -190,9 +213,10 @@ export function responsesToChat(
     }
     previous = found;
   }
+  const references = await resolveReferences(r.input, history, scope);
   const conversation = [
     ...(previous as ChatMessage[]),
-    ...inputToMessages(r.input, (id) => history.getItem(scope, id)),
+    ...inputToMessages(r.input, (id) => references.get(id)),
   ];
   const messages = r.instructions
     ? [{ role: "system", content: r.instructions }, ...conversation]

@@ -24,7 +24,7 @@ function spawnCli(
   children.push(child);
   return new Promise((resolve, reject) => {
     let out = "";
-    const timer = setTimeout(() => reject(new Error(`no "${ready}" in: ${out}`)), 20_000);
+    const timer = setTimeout(() => reject(new Error(`no "${ready}" in: ${out}`)), 60_000);
     const onData = (d: Buffer) => {
       out += d.toString();
       const m = ready.exec(out);
@@ -97,4 +97,4 @@ it("agl-proxy --relay and agl-relay-worker: a call reaches the engine through th
     });
   expect(await status("/ws/other", TOKEN)).toBe(404);
   expect(await status("/ws/worker", "nope")).toBe(401);
-});
+}, 120_000); // two CLIs start under tsx: ~28 s at load 20 on 2 cores, so the default 30 s is too close
