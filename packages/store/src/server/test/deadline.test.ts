@@ -29,7 +29,10 @@ function app() {
     while (!gates.has(id)) await sleep(1);
     gates.get(id)!();
   };
-  return { a, open, openAll: () => gates.forEach((release) => release()) };
+  const openAll = () => {
+    for (const release of gates.values()) release();
+  };
+  return { a, open, openAll };
 }
 
 describe("requestDeadline (one shared timer)", () => {
