@@ -8,16 +8,41 @@ import { cliSpawner } from "./cli-children.js";
 
 const store = cliSpawner("packages/store/src/cli.ts");
 
-async function waitFor(child: Child, pattern: RegExp): Promise<string> {
-  for (let i = 0; i < 300; i++) {
-    const m = pattern.exec(child.stderr());
-    if (m) return m[0];
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`no ${pattern} in: ${child.stderr()}`);
+/**
+ * Resolves once stderr matches `pattern`, checked on every chunk the child writes (an event, not a
+ * poll with a time budget): a loaded machine only makes it later. Rejects if the child exits first.
+ */
+function waitFor(child: Child, pattern: RegExp): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      const m = pattern.exec(child.stderr());
+      if (!m) return false;
+      child.proc.stderr?.off("data", onData);
+      resolve(m[0]);
+      return true;
+    };
+    // Deferred, so the Child's own listener has appended the chunk before it is checked.
+    const onData = () => setImmediate(check);
+    child.proc.stderr?.on("data", onData);
+    if (check()) return;
+    void child.exited.then(() => {
+      if (!check()) reject(new Error(`exited without ${pattern} in: ${child.stderr()}`));
+    });
+  });
 }
 
-describe("agl-store flags", () => {
+/** The complete JSON log lines written so far (a line still being written is left out). */
+function logLines(child: Child): Array<{ msg: string; level: number; name: string }> {
+  const text = child.stderr();
+  return text
+    .slice(0, text.lastIndexOf("\n") + 1)
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l) as { msg: string; level: number; name: string });
+}
+
+// Each test starts node + tsx children: seconds each on a loaded machine; the timeout is only a safety net.
+describe("agl-store flags", { timeout: 120_000 }, () => {
   it("a bare word --db is an error naming the flag, and no file is created", async () => {
     const dir = mkdtempSync(join(tmpdir(), "agl-db-"));
     for (const word of ["postgres", "mem"]) {
@@ -45,7 +70,7 @@ describe("agl-store flags", () => {
   });
 });
 
-describe("agl-store start-up lines", () => {
+describe("agl-store start-up lines", { timeout: 120_000 }, () => {
   it("names the opened store and file, and warns when open on a non-loopback address", async () => {
     const dir = mkdtempSync(join(tmpdir(), "agl-db-"));
     const file = join(dir, "agl.db");
@@ -60,13 +85,12 @@ describe("agl-store start-up lines", () => {
       "info",
       "--no-dashboard",
     ]);
+    // Each line awaited on its own: their order, and whether one is flushed before another, is not the point.
     await waitFor(child, /store server listening/);
-    const lines = child
-      .stderr()
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l) as { msg: string; level: number; name: string });
-    expect(lines[0]!.msg).toBe(`opened SQLite store ${file}`);
+    await waitFor(child, /opened SQLite store/);
+    await waitFor(child, /has no token/);
+    const lines = logLines(child);
+    expect(lines.filter((l) => l.msg === `opened SQLite store ${file}`)).toHaveLength(1);
     expect(lines.every((l) => l.name === "agl-store")).toBe(true);
     const warning = lines.find((l) => l.msg.includes("has no token"));
     expect(warning?.level).toBe(40);

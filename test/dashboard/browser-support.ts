@@ -36,6 +36,9 @@ export async function screenshot(page: Page, name: string): Promise<void> {
 /** Uncaught errors and console errors of each page, checked by the tests. */
 export const pageErrors = new WeakMap<Page, string[]>();
 
+/** Content-Security-Policy violations each page reported (events and console messages), checked by the tests. */
+export const cspViolations = new WeakMap<Page, string[]>();
+
 /** A new page; with a token, its sessionStorage already holds it (skips the login prompt). */
 export async function openPage(browser: Browser, token: string | null): Promise<Page> {
   const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
@@ -48,5 +51,18 @@ export async function openPage(browser: Browser, token: string | null): Promise<
   const errors: string[] = [];
   pageErrors.set(page, errors);
   page.on("pageerror", (error) => errors.push(String(error)));
+  const violations: string[] = [];
+  cspViolations.set(page, violations);
+  page.on("console", (message) => {
+    if (message.text().includes("Content Security Policy")) violations.push(message.text());
+  });
+  await page.exposeFunction("__aglCspViolation", (what: string) => violations.push(what));
+  await page.addInitScript(() => {
+    document.addEventListener("securitypolicyviolation", (e) =>
+      (window as unknown as { __aglCspViolation(w: string): void }).__aglCspViolation(
+        `${e.violatedDirective} ${e.blockedURI}`,
+      ),
+    );
+  });
   return page;
 }

@@ -17,7 +17,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startPythonStoreServer } from "../../packages/client/src/test-support/python-agl/index.js";
 import { buildDashboardAssets } from "../../packages/dashboard/src/build/build-assets.js";
-import { launchChromium, openPage, pageErrors, screenshot } from "./browser-support.js";
+import { cspViolations, launchChromium, openPage, pageErrors, screenshot } from "./browser-support.js";
 import {
   CHAT_QUESTION,
   REACT_OBSERVATION,
@@ -95,7 +95,10 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const p of pages) expect(pageErrors.get(p), "uncaught errors in the page").toEqual([]);
+  for (const p of pages) {
+    expect(pageErrors.get(p), "uncaught errors in the page").toEqual([]);
+    expect(cspViolations.get(p), "Content-Security-Policy violations").toEqual([]);
+  }
   await browser?.close();
   await server?.close();
   await store?.close();
@@ -103,6 +106,20 @@ afterAll(async () => {
 });
 
 describe("dashboard served by agl-store", () => {
+  it("loads under its Content-Security-Policy without a single violation (zod runs jitless)", async () => {
+    const p = await page();
+    const response = await p.goto(`${server.url}/dashboard/`);
+    const policy = response!.headers()["content-security-policy"]!;
+    expect(policy).toContain("base-uri 'none'");
+    expect(policy).toContain("form-action 'none'");
+    expect(policy).not.toContain("unsafe-eval");
+    await p.getByTestId("rollouts-table").waitFor();
+    // A rollout's page shapes its spans (zod parses there too).
+    await p.goto(`${server.url}/dashboard/#/rollouts/${await rolloutIdOf("chat", SEED_TASKS[0]!.a)}`);
+    await p.getByTestId("span-tree").waitFor();
+    expect(cspViolations.get(p)).toEqual([]);
+  });
+
   it("asks for the token on a 401, rejects a wrong one, then shows the rollouts", async () => {
     const p = await page(null);
     await p.goto(`${server.url}/`);

@@ -10,7 +10,8 @@ let server: StoreServer;
 
 beforeEach(async () => {
   store = new InMemoryLightningStore();
-  server = await serve(store, { legacyTaskTimeoutSeconds: 0.3, token: "t" });
+  // Long enough that no claim times out while a loaded machine runs a test; the requeue test has its own.
+  server = await serve(store, { legacyTaskTimeoutSeconds: 120, token: "t" });
 });
 afterEach(async () => {
   await server.close();
@@ -60,13 +61,16 @@ describe("legacy task API with AgentLightningClient", () => {
   });
 
   it("a claim without a result past the task timeout is requeued and claimed again", async () => {
+    await server.close();
+    // Short enough to wait for, long enough for the immediate second poll to find nothing.
+    server = await serve(store, { legacyTaskTimeoutSeconds: 3, token: "t" });
     const client = new AgentLightningClient({ url: server.url, token: "t", pollIntervalMs: 50 });
     await store.addResources({ main });
     const rollout = await store.enqueueRollout({ input: 1 });
     const first = await client.getTask();
     expect(first?.num_claims).toBe(1);
     expect(await client.getTask()).toBeNull();
-    await new Promise((r) => setTimeout(r, 400));
+    // Polls until the store's watchdog has requeued the claim (an event, however long it takes).
     const second = await client.pollNextTask();
     expect(second).toMatchObject({ rollout_id: rollout.rollout_id, num_claims: 2 });
     const attempts = (await store.queryAttempts(rollout.rollout_id)).items;

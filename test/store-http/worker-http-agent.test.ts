@@ -29,10 +29,18 @@ describe("Worker against a remote store", () => {
     );
     let running = 0;
     let peak = 0;
+    let started = 0;
+    // The first three agents wait for each other (an event, not a sleep), so they provably overlap.
+    let allThree!: () => void;
+    const threeRunning = new Promise<void>((resolve) => {
+      allThree = resolve;
+    });
     const agent = rollout(async (task: { n: number }, { llm }) => {
       running++;
+      started++;
       peak = Math.max(peak, running);
-      await new Promise((r) => setTimeout(r, 60));
+      if (running === 3) allThree();
+      if (started <= 3) await threeRunning;
       running--;
       if (task.n === 4) throw new Error("agent failure");
       return task.n / 10 + (llm?.model === "m" ? 0 : 100);
@@ -66,11 +74,20 @@ describe("Worker against a remote store", () => {
     await store.addResources({ main: llm({ endpoint: "http://unused/v1", model: "m" }) });
     await store.enqueueManyRollouts(Array.from({ length: 10 }, (_, n) => ({ input: n })));
     let started = 0;
+    let bothStarted!: () => void;
+    const twoStarted = new Promise<void>((resolve) => {
+      bothStarted = resolve;
+    });
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
     const worker = new Worker({
       store: new LightningStoreClient({ url: server.url, token: "tok" }),
       agent: async () => {
         started++;
-        await new Promise((r) => setTimeout(r, 150));
+        if (started === 2) bothStarted();
+        await released;
         return 1;
       },
       concurrency: 2,
@@ -79,8 +96,10 @@ describe("Worker against a remote store", () => {
       logger: silent,
     });
     const run = worker.run();
-    await new Promise((r) => setTimeout(r, 60));
+    // Stop while both slots are busy, then let the two in-flight rollouts finish.
+    await twoStarted;
     worker.stop();
+    release();
     const summary = await run;
     expect(summary.claimed).toBe(2);
     expect(summary.succeeded).toBe(2);
@@ -142,20 +161,23 @@ describe("httpAgent", () => {
     });
     const ok = await store.enqueueRollout({ input: { kind: "ok", question: "hi" }, mode: "train" });
     const fail = await store.enqueueRollout({ input: { kind: "fail" } });
-    const hang = await store.enqueueRollout({ input: { kind: "hang" } });
     const garbage = await store.enqueueRollout({ input: { kind: "garbage" } });
-    const worker = new Worker({
-      store: server.url,
-      token: "tok",
-      agent: httpAgent({ url: serviceUrl, timeoutMs: 400 }),
-      concurrency: 4,
-      pollIntervalMs: 20,
-      maxRollouts: 4,
-      handleSignals: false,
-      logger: silent,
-    });
-    const summary = await worker.run();
-    expect(summary).toMatchObject({ claimed: 4, succeeded: 1, failed: 3 });
+    // A generous deadline for the calls that answer (a loaded machine is slow), a short one for the
+    // call that never answers, run by a second worker once the first is done.
+    const workerWith = (timeoutMs: number, maxRollouts: number) =>
+      new Worker({
+        store: server.url,
+        token: "tok",
+        agent: httpAgent({ url: serviceUrl, timeoutMs }),
+        concurrency: 4,
+        pollIntervalMs: 20,
+        maxRollouts,
+        handleSignals: false,
+        logger: silent,
+      });
+    expect(await workerWith(60_000, 3).run()).toMatchObject({ claimed: 3, succeeded: 1, failed: 2 });
+    const hang = await store.enqueueRollout({ input: { kind: "hang" } });
+    expect(await workerWith(300, 1).run()).toMatchObject({ claimed: 1, succeeded: 0, failed: 1 });
 
     const okAttempt = (await store.getLatestAttempt(ok.rollout_id))!;
     const sent = received.find((r) => r.body.rollout_id === ok.rollout_id)!;

@@ -17,7 +17,7 @@ import pretty from "pino-pretty";
 import { loadDashboard } from "./dashboard-loader.js";
 import { describeStoreUri, openStore, parseStoreUri } from "./index.js";
 import { silentServerLogger } from "./server/logging.js";
-import { startStoreServer } from "./server/server.js";
+import { type StoreServer, startStoreServer } from "./server/server.js";
 
 function intInRange(min: number, max: number) {
   return (value: string): number => {
@@ -94,7 +94,27 @@ program.action(async (opts) => {
   cliLogger.info(`opened ${describeStoreUri(opts.db)}`, { db: describeStoreUri(opts.db) });
   const token: string | null = opts.token ?? process.env.AGL_STORE_TOKEN ?? null;
   const dashboard = opts.dashboard ? await loadDashboard({ token, metricsFile: opts.metrics ?? null }) : null;
-  const server = await startStoreServer({
+  // Signals are handled from before the server starts: a supervisor (or a test) may stop the process
+  // as soon as it reads the listening line, which is written while the server starts.
+  let server: StoreServer | undefined;
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      cliLogger.warn(`second ${signal}, exiting now`);
+      process.exit(130);
+    }
+    stopping = true;
+    cliLogger.info("shutting down", { signal });
+    (server ? server.close() : store.close()).then(
+      () => process.exit(0),
+      (error: unknown) => {
+        exitWithError("agl-store", new Error(`shutdown failed: ${String(error)}`));
+      },
+    );
+  };
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
+  server = await startStoreServer({
     store,
     host: opts.host,
     port: opts.port,
@@ -121,23 +141,6 @@ program.action(async (opts) => {
   } else if (opts.dashboard) {
     cliLogger.info("no dashboard: @agl/dashboard is not installed next to @agl/store");
   }
-  let stopping = false;
-  const stop = (signal: NodeJS.Signals) => {
-    if (stopping) {
-      cliLogger.warn(`second ${signal}, exiting now`);
-      process.exit(130);
-    }
-    stopping = true;
-    cliLogger.info("shutting down", { signal });
-    server.close().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        exitWithError("agl-store", new Error(`shutdown failed: ${String(error)}`));
-      },
-    );
-  };
-  process.on("SIGINT", stop);
-  process.on("SIGTERM", stop);
 });
 
 program.parseAsync(process.argv).catch((error: unknown) => exitWithError("agl-store", error));

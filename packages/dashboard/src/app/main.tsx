@@ -1,3 +1,4 @@
+import "./zod-config.js";
 import { render } from "preact";
 import "uplot/dist/uPlot.min.css";
 import "./styles.css";

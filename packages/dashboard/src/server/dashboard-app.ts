@@ -53,8 +53,10 @@ export function createDashboardApp(options: DashboardAppOptions = {}): Hono {
       "cache-control": "no-cache",
       "x-content-type-options": "nosniff",
       // Span contents are untrusted text: the page renders them as text, and may load nothing but itself.
+      // No <base> may redirect its relative URLs, and its forms (handled in script) submit nowhere.
       "content-security-policy":
-        "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
+        "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; " +
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     });
 
   app.get("/metrics.jsonl", async (c) => {
