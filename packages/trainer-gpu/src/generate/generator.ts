@@ -115,6 +115,15 @@ export class Generator implements GenerationEngine {
     if (request.promptIds.some((id) => !Number.isInteger(id) || id < 0 || id >= V)) {
       return Promise.reject(new Error(`promptIds must be integers in [0, ${V})`));
     }
+    if (request.adapter !== undefined) {
+      const names = this.model.adapterNames;
+      if (!names)
+        return Promise.reject(new Error("this model serves no LoRA adapters (adapter must be absent)"));
+      if (request.adapter !== null && !names.includes(request.adapter))
+        return Promise.reject(
+          new Error(`No LoRA adapter "${request.adapter}" (the model has: ${names.join(", ")})`),
+        );
+    }
     if (request.promptIds.length >= ctx) {
       return Promise.reject(
         new Error(`prompt of ${request.promptIds.length} tokens leaves no room in the context of ${ctx}`),
@@ -246,7 +255,10 @@ export class Generator implements GenerationEngine {
     }
     const V = this.model.config.vocabSize;
     for (const [P, seqs] of byLength) {
-      const { logits, cache } = this.model.prefillMany(seqs.map((s) => s.req.promptIds));
+      const { logits, cache } = this.model.prefillMany(
+        seqs.map((s) => s.req.promptIds),
+        adapterRows(seqs),
+      );
       seqs.forEach((seq, i) => {
         this.accept(seq, logits.subarray(i * V, (i + 1) * V));
       });
@@ -278,6 +290,7 @@ export class Generator implements GenerationEngine {
       this.active.map((s) => s.pos - 1),
       this.cache.current,
       bias,
+      adapterRows(this.active),
     );
     bias.dispose();
     this.cache.advance(cache);
@@ -366,6 +379,11 @@ export class Generator implements GenerationEngine {
       modelVersion: this._version,
     });
   }
+}
+
+/** The per-row adapter selection of `seqs`, or undefined when none asks for one (the model's default). */
+function adapterRows(seqs: readonly Seq[]): Array<string | null | undefined> | undefined {
+  return seqs.some((s) => s.req.adapter !== undefined) ? seqs.map((s) => s.req.adapter) : undefined;
 }
 
 /** Earliest position of a stop string that ends in the text added after `before` (-1 when none). */

@@ -26,6 +26,12 @@ export interface GenerateParams {
 
 export interface GenerateRequest extends GenerateParams {
   promptIds: readonly number[];
+  /**
+   * The LoRA adapter this sequence runs with (multi-LoRA serving; the model must list it in
+   * `adapterNames`), `null` for the base weights alone; absent: the model's default. Sequences of
+   * different adapters decode together in one batch.
+   */
+  adapter?: string | null;
   signal?: AbortSignal;
   /** Called once per step with the new token and the text that became final (stop-string hold-back). */
   onToken?: (event: TokenEvent) => void;

@@ -14,6 +14,12 @@ export interface LayerKV {
   v: tf.Tensor4D;
 }
 
+/**
+ * Per-row LoRA adapter selection of a batch (one entry per prompt / sequence): an adapter name, `null` for
+ * the base weights alone, `undefined` for the model's default. Only models with `adapterNames` honour it.
+ */
+export type AdapterRows = ReadonlyArray<string | null | undefined>;
+
 export interface CausalLMConfig {
   readonly vocabSize: number;
   /** Longest sequence the model accepts (prompt + generation). */
@@ -46,13 +52,22 @@ export interface CausalLM {
     options?: { temperature?: number },
   ): { logProbs: tf.Tensor2D; entropy: tf.Tensor2D };
   prefill(ids: readonly number[]): { logits: Float32Array; cache: LayerKV[] };
-  prefillMany(prompts: ReadonlyArray<readonly number[]>): { logits: Float32Array; cache: LayerKV[] };
+  prefillMany(
+    prompts: ReadonlyArray<readonly number[]>,
+    adapters?: AdapterRows,
+  ): { logits: Float32Array; cache: LayerKV[] };
   decodeStep(
     tokens: readonly number[],
     positions: readonly number[],
     cache: LayerKV[],
     keyBias: tf.Tensor4D,
+    adapters?: AdapterRows,
   ): { logits: Float32Array; cache: LayerKV[] };
+  /**
+   * The named LoRA adapters a row can select in `prefillMany`/`decodeStep` (multi-LoRA serving); absent
+   * on models that run one set of weights, which ignore a selection.
+   */
+  readonly adapterNames?: readonly string[];
   /** An independent copy (e.g. a frozen reference policy). */
   clone(options?: { trainable?: boolean }): CausalLM;
   /**

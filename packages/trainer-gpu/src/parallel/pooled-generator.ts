@@ -38,6 +38,9 @@ export class PooledGenerator implements GenerationEngine {
   }
 
   async generateMany(requests: readonly GenerateRequest[]): Promise<GenerateResult[]> {
+    // Worker replicas carry the default adapter only: a named one must not silently fall back to it.
+    if (requests.some((r) => r.adapter !== undefined))
+      throw new Error("PooledGenerator serves one adapter; multi-LoRA requests need the in-thread Generator");
     if (this.paused) {
       this.queued += requests.length;
       while (this.paused) await new Promise<void>((r) => this.admitWaiters.push(r));

@@ -8,7 +8,11 @@ import { matmulParameters } from "./weights.js";
  * (frozen) base weights, so it costs no memory; it owns nothing and trains nothing.
  */
 export class BaseModelView implements CausalLM {
-  constructor(readonly model: PretrainedModel) {}
+  /** `adapter`: run with this named adapter instead of none (see `AdapterView`). */
+  constructor(
+    readonly model: PretrainedModel,
+    protected readonly adapter: string | false = false,
+  ) {}
 
   get config() {
     return this.model.config;
@@ -26,17 +30,17 @@ export class BaseModelView implements CausalLM {
     return this.model.isDisposed;
   }
   logits(ids: IdsInput, mask?: MaskInput): tf.Tensor3D {
-    return this.model.forwardLogits(ids, mask, false);
+    return this.model.forwardLogits(ids, mask, this.adapter);
   }
   hidden(ids: IdsInput, mask?: MaskInput): tf.Tensor3D {
-    const { h, B, T } = this.model.forwardHidden(ids, mask, false);
+    const { h, B, T } = this.model.forwardHidden(ids, mask, this.adapter);
     return tf.reshape(h, [B, T, this.config.dModel]);
   }
   tokenLogProbs(ids: IdsInput, mask?: MaskInput, o: { temperature?: number } = {}): tf.Tensor2D {
-    return this.model.logProbs(ids, mask, o.temperature ?? 1, false, false).logProbs;
+    return this.model.logProbs(ids, mask, o.temperature ?? 1, false, this.adapter).logProbs;
   }
   tokenLogProbsWithEntropy(ids: IdsInput, mask?: MaskInput, o: { temperature?: number } = {}) {
-    const r = this.model.logProbs(ids, mask, o.temperature ?? 1, true, false);
+    const r = this.model.logProbs(ids, mask, o.temperature ?? 1, true, this.adapter);
     return { logProbs: r.logProbs, entropy: r.entropy as tf.Tensor2D };
   }
   /** Log-probs and entropies of `ids[:, 1:]` without the adapters (see `PretrainedModel.tokenScores`). */
@@ -45,15 +49,15 @@ export class BaseModelView implements CausalLM {
       temperature: o.temperature ?? 1,
       entropy: true,
       raw: o.raw,
-      adapters: false,
+      adapters: this.adapter,
     });
     return { logProbs: r.logProbs, entropy: r.entropy as tf.Tensor2D, raw: r.raw };
   }
   prefill(ids: readonly number[]) {
-    return this.model.prefillWith([ids], false);
+    return this.model.prefillWith([ids], this.adapter);
   }
   prefillMany(prompts: ReadonlyArray<readonly number[]>) {
-    return this.model.prefillWith(prompts, false);
+    return this.model.prefillWith(prompts, this.adapter);
   }
   decodeStep(
     tokens: readonly number[],
@@ -61,7 +65,7 @@ export class BaseModelView implements CausalLM {
     cache: LayerKV[],
     keyBias: tf.Tensor4D,
   ) {
-    return this.model.decodeWith(tokens, positions, cache, keyBias, false);
+    return this.model.decodeWith(tokens, positions, cache, keyBias, this.adapter);
   }
   /** A standalone frozen copy of the base weights (no adapters). */
   clone(): CausalLM {

@@ -1,9 +1,15 @@
 import * as tf from "@tensorflow/tfjs";
 import type { LayerKV } from "../model/causal-lm.js";
 import { addBias, mm } from "../model/ops.js";
+import {
+  type AdapterChoice,
+  type AdapterPlan,
+  adapterDelta,
+  type LoraState,
+  planAdapters,
+} from "./adapter-rows.js";
 import type { ArchConfig } from "./hf-config.js";
 import { applyRotary, groupBias, groupedAttention, rmsNorm, siluGate } from "./layers.js";
-import type { LoraSettings, LoraWeights } from "./lora-state.js";
 import type { RotaryCache } from "./rope.js";
 
 /**
@@ -12,10 +18,10 @@ import type { RotaryCache } from "./rope.js";
  * class, which owns the weights and the CausalLM surface, so this file is only the forward math.
  */
 
-/** What the decoder reads from the model: its architecture, weights and LoRA adapters. */
+/** What the decoder reads from the model: its architecture, weights and LoRA adapters (by name). */
 export interface DecoderWeights {
   readonly arch: ArchConfig;
-  readonly lora: { settings: LoraSettings; weights: Map<string, LoraWeights> } | null;
+  readonly adapters: ReadonlyMap<string, LoraState>;
   /** The named weight, or undefined when this architecture has none (e.g. a bias). */
   weight(name: string): tf.Variable | undefined;
 }
@@ -26,17 +32,18 @@ function need(m: DecoderWeights, name: string): tf.Variable {
   return v;
 }
 
-function linear(m: DecoderWeights, x: tf.Tensor, path: string, adapters: boolean): tf.Tensor {
+function linear(m: DecoderWeights, x: tf.Tensor, path: string, adapters: AdapterPlan): tf.Tensor {
   let y = mm(x, need(m, `${path}.weight`));
   const bias = m.weight(`${path}.bias`);
   if (bias) y = addBias(y, bias);
-  const lora = adapters ? m.lora?.weights.get(path) : undefined;
-  if (lora)
-    y = tf.add(y, tf.mul(mm(mm(x, lora.a), lora.b), (m.lora as { settings: LoraSettings }).settings.scale));
-  return y;
+  const delta = adapterDelta(adapters, x, path, y.shape[y.rank - 1] as number, mm);
+  return delta ? tf.add(y, delta) : y;
 }
 
-/** Run the decoder layers on embedded tokens `x [B*T,d]` at `positions`; `bias` masks attention scores. */
+/**
+ * Run the decoder layers on embedded tokens `x [B*T,d]` at `positions`; `bias` masks attention scores;
+ * `adapters` selects the LoRA adapters, for the whole batch or per row (see adapter-rows.ts).
+ */
 export function decoderBlocks(
   m: DecoderWeights,
   rotary: RotaryCache,
@@ -45,10 +52,11 @@ export function decoderBlocks(
   T: number,
   positions: Int32Array,
   bias: tf.Tensor,
-  adapters: boolean,
+  choice: AdapterChoice,
   past?: LayerKV[],
 ): { h: tf.Tensor2D; kv: LayerKV[] } {
   const a = m.arch;
+  const adapters = planAdapters(m.adapters, choice, B, T);
   const { numHeads: H, numKvHeads: Hkv, headDim: dh, rmsNormEps: eps } = a;
   const { cos, sin } = rotary.tables(positions, B, T);
   const attnBias = groupBias(bias, H / Hkv);

@@ -1,3 +1,10 @@
+export {
+  type AdapterChoice,
+  DEFAULT_ADAPTER,
+  type LoraState,
+  UnknownAdapterError,
+} from "./adapter-rows.js";
+export { AdapterView, adapterView } from "./adapter-view.js";
 export { BaseModelView } from "./base-view.js";
 export { DEFAULT_HEAD_CHUNK_ELEMENTS, headLogProbs } from "./chunked-head.js";
 export { PretrainedCheckpointError, type PretrainedErrorCode } from "./errors.js";
@@ -26,7 +33,14 @@ export {
   loadPretrainedPolicy,
   type PretrainedPolicy,
 } from "./load-policy.js";
-export { applyLora, type LoraOptions, loraScale, mergeLora } from "./lora.js";
+export {
+  addLoraAdapter,
+  applyLora,
+  type LoraOptions,
+  loraScale,
+  mergeLora,
+  removeLoraAdapter,
+} from "./lora.js";
 export type { LoraSettings } from "./lora-state.js";
 export {
   estimateMemory,

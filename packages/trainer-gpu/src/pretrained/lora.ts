@@ -1,6 +1,7 @@
 import * as tf from "@tensorflow/tfjs";
 import { z } from "zod";
 import { createRng } from "../generate/sampling.js";
+import { DEFAULT_ADAPTER, UnknownAdapterError } from "./adapter-rows.js";
 import type { LoraSettings, LoraWeights } from "./lora-state.js";
 import type { PretrainedModel } from "./pretrained-model.js";
 import { LINEAR_MODULES, type LinearModule } from "./weights.js";
@@ -33,7 +34,29 @@ export function loraScale(rank: number, alpha: number, useRslora: boolean): numb
 /** Add LoRA adapters to `model` in place and freeze its base weights. Returns the model. */
 export function applyLora(model: PretrainedModel, options: LoraOptions = {}): PretrainedModel {
   if (model.lora) throw new Error("applyLora: the model already has LoRA adapters (mergeLora first)");
+  return addLoraAdapter(model, DEFAULT_ADAPTER, options);
+}
+
+const AdapterNameSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "letters, digits, '.', '_' or '-' (at most 128)");
+
+/**
+ * Add a named LoRA adapter (one policy of a multi-policy run) to `model` in place, over the same frozen
+ * base weights as every other adapter: only the adapter's own A/B matrices are allocated. A forward or a
+ * generation request selects it by name (`AdapterChoice`); `adapterView(model, name)` trains it alone.
+ */
+export function addLoraAdapter(
+  model: PretrainedModel,
+  name: string,
+  options: LoraOptions = {},
+): PretrainedModel {
+  const parsedName = AdapterNameSchema.safeParse(name);
+  if (!parsedName.success)
+    throw new Error(`addLoraAdapter: invalid adapter name "${name}": ${parsedName.error.issues[0]?.message}`);
+  if (model.adapters.has(name)) throw new Error(`addLoraAdapter: the model already has an adapter "${name}"`);
   const o = LoraOptionsSchema.parse(options);
+  const prefix = name === DEFAULT_ADAPTER ? model.scope : `${model.scope}/${name}`;
   const targets = new Set<LinearModule>(o.targetModules);
   const rng = createRng(o.seed);
   const weights = new Map<string, LoraWeights>();
@@ -42,10 +65,14 @@ export function applyLora(model: PretrainedModel, options: LoraOptions = {}): Pr
     const bound = 1 / Math.sqrt(site.inFeatures);
     const a = new Float32Array(site.inFeatures * o.rank);
     for (let i = 0; i < a.length; i++) a[i] = (2 * rng() - 1) * bound;
+    // tf.variable keeps its own copy: the initial values are freed here (no leak per adapter).
+    const a0 = tf.tensor2d(a, [site.inFeatures, o.rank]);
+    const b0 = tf.zeros([o.rank, site.outFeatures]);
     weights.set(site.path, {
-      a: tf.variable(tf.tensor2d(a, [site.inFeatures, o.rank]), true, `${model.scope}/${site.path}.lora_A`),
-      b: tf.variable(tf.zeros([o.rank, site.outFeatures]), true, `${model.scope}/${site.path}.lora_B`),
+      a: tf.variable(a0, true, `${prefix}/${site.path}.lora_A`),
+      b: tf.variable(b0, true, `${prefix}/${site.path}.lora_B`),
     });
+    tf.dispose([a0, b0]);
   }
   for (const name of model.weightNames) model.variable(name).trainable = false;
   const settings: LoraSettings = {
@@ -55,7 +82,17 @@ export function applyLora(model: PretrainedModel, options: LoraOptions = {}): Pr
     useRslora: o.useRslora,
     scale: loraScale(o.rank, o.alpha, o.useRslora),
   };
-  model.lora = { settings, weights };
+  model.adapters.set(name, { settings, weights });
+  return model;
+}
+
+/** Remove a named adapter and free its weights; the base becomes trainable again when none is left. */
+export function removeLoraAdapter(model: PretrainedModel, name: string): PretrainedModel {
+  const lora = model.adapters.get(name);
+  if (!lora) throw new UnknownAdapterError(name, model.adapterNames);
+  for (const w of lora.weights.values()) tf.dispose([w.a, w.b]);
+  model.adapters.delete(name);
+  if (model.adapters.size === 0) for (const n of model.weightNames) model.variable(n).trainable = true;
   return model;
 }
 
@@ -81,6 +118,6 @@ export function mergeLora(model: PretrainedModel): PretrainedModel {
   }
   for (const w of model.lora.weights.values()) tf.dispose([w.a, w.b]);
   model.lora = null;
-  for (const name of model.weightNames) model.variable(name).trainable = true;
+  if (model.adapters.size === 0) for (const name of model.weightNames) model.variable(name).trainable = true;
   return model;
 }

@@ -2,9 +2,10 @@ import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import * as tf from "@tensorflow/tfjs";
 import { z } from "zod";
+import { DEFAULT_ADAPTER, type LoraState, UnknownAdapterError } from "./adapter-rows.js";
 import { PretrainedCheckpointError } from "./errors.js";
 import { readJsonFile } from "./load.js";
-import { applyLora } from "./lora.js";
+import { addLoraAdapter } from "./lora.js";
 import { peftKey } from "./lora-state.js";
 import type { PretrainedModel } from "./pretrained-model.js";
 import { type FloatTensor, readSafetensors, readSafetensorsHeader, writeSafetensors } from "./safetensors.js";
@@ -23,6 +24,15 @@ export const ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors";
 export interface ExportPeftOptions {
   /** Hub id or path of the base model, written to `base_model_name_or_path` (default: the source dir). */
   baseModelNameOrPath?: string;
+  /** Which adapter of a multi-adapter model (default: the default adapter). */
+  adapter?: string;
+}
+
+function adapterState(model: PretrainedModel, name: string | undefined): LoraState {
+  const lora = model.adapters.get(name ?? DEFAULT_ADAPTER);
+  if (lora) return lora;
+  if (name !== undefined) throw new UnknownAdapterError(name, model.adapterNames);
+  throw new Error("exportPeftAdapter: the model has no LoRA adapters (applyLora first)");
 }
 
 export const AdapterConfigSchema = z.looseObject({
@@ -39,10 +49,10 @@ export const AdapterConfigSchema = z.looseObject({
 export { peftKey };
 
 /** The adapter tensors under their PEFT names (`lora_A [r,in]`, `lora_B [out,r]`). */
-export function peftTensors(model: PretrainedModel): Map<string, FloatTensor> {
-  if (!model.lora) throw new Error("exportPeftAdapter: the model has no LoRA adapters (applyLora first)");
+export function peftTensors(model: PretrainedModel, adapter?: string): Map<string, FloatTensor> {
+  const lora = adapterState(model, adapter);
   const out = new Map<string, FloatTensor>();
-  for (const [path, w] of model.lora.weights) {
+  for (const [path, w] of lora.weights) {
     const [inF, r] = w.a.shape as [number, number];
     const outF = w.b.shape[1] as number;
     const a = tf.tidy(() => tf.transpose(w.a).dataSync() as Float32Array);
@@ -58,8 +68,8 @@ export async function exportPeftAdapter(
   dir: string,
   options: ExportPeftOptions = {},
 ): Promise<{ dir: string; files: string[] }> {
-  const tensors = peftTensors(model);
-  const s = model.lora!.settings;
+  const tensors = peftTensors(model, options.adapter);
+  const s = adapterState(model, options.adapter).settings;
   await mkdir(dir, { recursive: true });
   await writeSafetensors(join(dir, ADAPTER_WEIGHTS_FILE), tensors);
   const config = {
@@ -154,8 +164,8 @@ async function readPeftFolder(model: PretrainedModel, dir: string): Promise<Peft
   };
 }
 
-function assignAdapters(model: PretrainedModel, tensors: Map<string, FloatTensor>): void {
-  for (const [path, w] of model.lora!.weights) {
+function assignAdapters(lora: LoraState, tensors: Map<string, FloatTensor>): void {
+  for (const [path, w] of lora.weights) {
     const a = tensors.get(peftKey(path, "A"))!;
     const b = tensors.get(peftKey(path, "B"))!;
     tf.tidy(() => {
@@ -170,16 +180,32 @@ function assignAdapters(model: PretrainedModel, tensors: Map<string, FloatTensor
  * folder's settings and sets the adapter weights. Options PEFT has but this model cannot reproduce
  * (DoRA, per-layer rank/alpha patterns, trained biases, unknown target modules) are rejected.
  */
-export async function loadPeftAdapter(model: PretrainedModel, dir: string): Promise<PretrainedModel> {
+export async function loadPeftAdapter(
+  model: PretrainedModel,
+  dir: string,
+  options: { adapter?: string } = {},
+): Promise<PretrainedModel> {
   const f = await readPeftFolder(model, dir);
-  applyLora(model, { rank: f.rank, alpha: f.alpha, targetModules: f.targets, useRslora: f.useRslora });
-  assignAdapters(model, f.tensors);
+  const name = options.adapter ?? DEFAULT_ADAPTER;
+  if (name === DEFAULT_ADAPTER && model.lora)
+    throw new Error("applyLora: the model already has LoRA adapters (mergeLora first)");
+  addLoraAdapter(model, name, {
+    rank: f.rank,
+    alpha: f.alpha,
+    targetModules: f.targets,
+    useRslora: f.useRslora,
+  });
+  assignAdapters(model.adapters.get(name)!, f.tensors);
   return model;
 }
 
 /** Copy adapter weights from a PEFT folder into a model that already has the same LoRA layout (resume). */
-export async function restorePeftAdapter(model: PretrainedModel, dir: string): Promise<void> {
-  const s = model.lora?.settings;
+export async function restorePeftAdapter(
+  model: PretrainedModel,
+  dir: string,
+  options: { adapter?: string } = {},
+): Promise<void> {
+  const s = model.adapters.get(options.adapter ?? DEFAULT_ADAPTER)?.settings;
   const f = await readPeftFolder(model, dir);
   if (
     !s ||
@@ -194,5 +220,5 @@ export async function restorePeftAdapter(model: PretrainedModel, dir: string): P
       "adapter settings differ from the model's LoRA settings",
     );
   }
-  assignAdapters(model, f.tensors);
+  assignAdapters(model.adapters.get(options.adapter ?? DEFAULT_ADAPTER)!, f.tensors);
 }

@@ -1,12 +1,13 @@
 import * as tf from "@tensorflow/tfjs";
 import { batchInputs, CausalMasks, checkLength, toRows } from "../model/batch-inputs.js";
-import type { CausalLM, IdsInput, LayerKV, MaskInput } from "../model/causal-lm.js";
+import type { AdapterRows, CausalLM, IdsInput, LayerKV, MaskInput } from "../model/causal-lm.js";
 import { embedRows, mm } from "../model/ops.js";
+import { type AdapterChoice, DEFAULT_ADAPTER, type LoraState } from "./adapter-rows.js";
 import { BaseModelView } from "./base-view.js";
 import { DEFAULT_HEAD_CHUNK_ELEMENTS, headLogProbs } from "./chunked-head.js";
 import { decoderBlocks } from "./decoder.js";
 import type { ArchConfig } from "./hf-config.js";
-import { type LoraSettings, type LoraWeights, loraTrainables, peftKey } from "./lora-state.js";
+import { type LoraWeights, loraTrainables, peftKey } from "./lora-state.js";
 import { RotaryCache } from "./rope.js";
 import type { FloatTensor } from "./safetensors.js";
 import { linearSites, matmulParameters, weightSpecs } from "./weights.js";
@@ -16,7 +17,8 @@ import { linearSites, matmulParameters, weightSpecs } from "./weights.js";
  * RMSNorm, rotary embeddings (default / linear / llama3, partial or explicit head_dim), grouped-query
  * attention, SiLU-gated MLP, qwen2's q/k/v biases, qwen3's per-head q/k RMSNorm, tied or untied output
  * head. Implements `CausalLM`, so the generator, server, sft() and PPO use it like `PolicyModel`. LoRA
- * adapters (see `applyLora`) live alongside the frozen base weights.
+ * adapters live alongside the frozen base weights: the default one (`applyLora`) and any number of named
+ * ones (`addLoraAdapter`) over the same single copy of the base; a forward selects them per row.
  */
 
 export interface PretrainedModelOptions {
@@ -56,8 +58,8 @@ export class PretrainedModel implements CausalLM {
   /** Unique prefix of this instance's tfjs variable names. */
   readonly scope: string;
   private readonly vars = new Map<string, tf.Variable>();
-  /** LoRA state; `null` until `applyLora`. Managed by lora.ts. */
-  lora: { settings: LoraSettings; weights: Map<string, LoraWeights> } | null = null;
+  /** Every LoRA adapter by name (`applyLora`'s is "default"); managed by lora.ts. */
+  readonly adapters = new Map<string, LoraState>();
   private readonly rotary: RotaryCache;
   private readonly masks = new CausalMasks();
   /** Transposed tied embedding (frozen embeddings only), with the data it was computed from. */
@@ -139,6 +141,20 @@ export class PretrainedModel implements CausalLM {
     );
   }
 
+  /** The default LoRA adapter (`applyLora`'s); `null` without one. Managed by lora.ts. */
+  get lora(): LoraState | null {
+    return this.adapters.get(DEFAULT_ADAPTER) ?? null;
+  }
+  set lora(state: LoraState | null) {
+    if (state) this.adapters.set(DEFAULT_ADAPTER, state);
+    else this.adapters.delete(DEFAULT_ADAPTER);
+  }
+
+  /** Names of the LoRA adapters a forward (or a generation request) can select. */
+  get adapterNames(): string[] {
+    return [...this.adapters.keys()];
+  }
+
   /** Tensors in the file layout (`[out, in]` linear weights), base weights only, in spec order. */
   baseTensors(): Map<string, FloatTensor> {
     const out = new Map<string, FloatTensor>();
@@ -150,8 +166,11 @@ export class PretrainedModel implements CausalLM {
     return out;
   }
 
+  /** The default adapter's variables; else every named adapter's (in name order); else the base weights. */
   get trainableVariables(): tf.Variable[] {
     if (this.lora) return loraTrainables(this.lora.weights);
+    if (this.adapters.size > 0)
+      return [...this.adapters.keys()].sort().flatMap((n) => loraTrainables(this.adapters.get(n)!.weights));
     return [...this.vars.values()];
   }
 
@@ -187,10 +206,12 @@ export class PretrainedModel implements CausalLM {
   get parameterCount(): number {
     let n = 0;
     for (const v of this.vars.values()) n += v.size;
-    if (this.lora) for (const w of this.lora.weights.values()) n += w.a.size + w.b.size;
+    for (const lora of this.adapters.values())
+      for (const w of lora.weights.values()) n += w.a.size + w.b.size;
     return n;
   }
 
+  /** The base's and the default adapter's (a row runs one adapter). */
   get matmulParameterCount(): number {
     let n = matmulParameters(this.arch);
     if (this.lora) for (const w of this.lora.weights.values()) n += w.a.size + w.b.size;
@@ -208,15 +229,18 @@ export class PretrainedModel implements CausalLM {
       sourceDir: this.sourceDir,
       generationConfig: this.generationConfig,
     });
-    if (this.lora && options.withAdapters !== false) {
-      const weights = new Map<string, LoraWeights>();
-      for (const [path, w] of this.lora.weights) {
-        weights.set(path, {
-          a: tf.variable(w.a.clone(), true, `${copy.scope}/${path}.lora_A`),
-          b: tf.variable(w.b.clone(), true, `${copy.scope}/${path}.lora_B`),
-        });
+    if (this.adapters.size > 0 && options.withAdapters !== false) {
+      for (const [name, lora] of this.adapters) {
+        const weights = new Map<string, LoraWeights>();
+        const prefix = name === DEFAULT_ADAPTER ? copy.scope : `${copy.scope}/${name}`;
+        for (const [path, w] of lora.weights) {
+          weights.set(path, {
+            a: tf.variable(w.a.clone(), true, `${prefix}/${path}.lora_A`),
+            b: tf.variable(w.b.clone(), true, `${prefix}/${path}.lora_B`),
+          });
+        }
+        copy.adapters.set(name, { settings: { ...lora.settings }, weights });
       }
-      copy.lora = { settings: { ...this.lora.settings }, weights };
       for (const v of copy.vars.values()) v.trainable = false;
     }
     if (options.trainable === false) for (const v of copy.trainableVariables) v.trainable = false;
@@ -230,10 +254,11 @@ export class PretrainedModel implements CausalLM {
   setWeightsFrom(other: CausalLM): void {
     if (!(other instanceof PretrainedModel)) throw new Error("setWeightsFrom needs another PretrainedModel");
     for (const [name, v] of this.vars) v.assign(other.variable(name));
-    if (this.lora) {
-      for (const [path, w] of this.lora.weights) {
-        const o = other.lora?.weights.get(path);
-        if (!o) throw new Error(`setWeightsFrom: the other model has no LoRA adapter on ${path}`);
+    for (const [adapter, lora] of this.adapters) {
+      for (const [path, w] of lora.weights) {
+        const o = other.adapters.get(adapter)?.weights.get(path);
+        if (!o)
+          throw new Error(`setWeightsFrom: the other model has no LoRA adapter "${adapter}" on ${path}`);
         w.a.assign(o.a);
         w.b.assign(o.b);
       }
@@ -244,7 +269,8 @@ export class PretrainedModel implements CausalLM {
     if (this.disposed) return;
     this.disposed = true;
     for (const v of this.vars.values()) v.dispose();
-    if (this.lora) for (const w of this.lora.weights.values()) tf.dispose([w.a, w.b]);
+    for (const lora of this.adapters.values()) for (const w of lora.weights.values()) tf.dispose([w.a, w.b]);
+    this.adapters.clear();
     this.masks.dispose();
     this.headT?.tensor.dispose();
     this.vars.clear();
@@ -257,10 +283,14 @@ export class PretrainedModel implements CausalLM {
     T: number,
     positions: Int32Array,
     bias: tf.Tensor,
-    adapters: boolean,
+    adapters: AdapterChoice,
     past?: LayerKV[],
   ): { h: tf.Tensor2D; kv: LayerKV[] } {
-    const weights = { arch: this.arch, lora: this.lora, weight: (name: string) => this.vars.get(name) };
+    const weights = {
+      arch: this.arch,
+      adapters: this.adapters,
+      weight: (name: string) => this.vars.get(name),
+    };
     return decoderBlocks(weights, this.rotary, x, B, T, positions, bias, adapters, past);
   }
 
@@ -290,7 +320,7 @@ export class PretrainedModel implements CausalLM {
   }
 
   /** @internal Final hidden states `[B*T,d]` of a batch, with or without the LoRA adapters. */
-  forwardHidden(inputIds: IdsInput, attentionMask: MaskInput | undefined, adapters: boolean) {
+  forwardHidden(inputIds: IdsInput, attentionMask: MaskInput | undefined, adapters: AdapterChoice) {
     const inp = batchInputs(inputIds, attentionMask, this.config.contextLength);
     const { B, T } = inp;
     let bias: tf.Tensor = this.masks.get(T);
@@ -305,7 +335,11 @@ export class PretrainedModel implements CausalLM {
   }
 
   /** @internal */
-  forwardLogits(inputIds: IdsInput, attentionMask: MaskInput | undefined, adapters: boolean): tf.Tensor3D {
+  forwardLogits(
+    inputIds: IdsInput,
+    attentionMask: MaskInput | undefined,
+    adapters: AdapterChoice,
+  ): tf.Tensor3D {
     const { h, B, T } = this.forwardHidden(inputIds, attentionMask, adapters);
     return tf.reshape(this.head(h), [B, T, this.config.vocabSize]);
   }
@@ -330,7 +364,7 @@ export class PretrainedModel implements CausalLM {
   scores(
     inputIds: IdsInput,
     mask: MaskInput | undefined,
-    options: { temperature: number; entropy: boolean; raw?: boolean; adapters: boolean },
+    options: { temperature: number; entropy: boolean; raw?: boolean; adapters: AdapterChoice },
   ): TokenScores {
     const rows = toRows(inputIds);
     const T = rows[0]?.length ?? 0;
@@ -368,7 +402,7 @@ export class PretrainedModel implements CausalLM {
     mask: MaskInput | undefined,
     temperature: number,
     entropy: boolean,
-    adapters: boolean,
+    adapters: AdapterChoice,
   ) {
     const r = this.scores(inputIds, mask, { temperature, entropy, adapters });
     return { logProbs: r.logProbs, entropy: r.entropy };
@@ -410,7 +444,7 @@ export class PretrainedModel implements CausalLM {
   }
 
   /** @internal */
-  prefillWith(prompts: ReadonlyArray<readonly number[]>, adapters: boolean) {
+  prefillWith(prompts: ReadonlyArray<readonly number[]>, adapters: AdapterChoice) {
     const n = prompts.length;
     const T = prompts[0]?.length ?? 0;
     if (n === 0 || T === 0) throw new Error("prefill needs at least one non-empty prompt");
@@ -433,8 +467,12 @@ export class PretrainedModel implements CausalLM {
     return { logits, cache: result.kv };
   }
 
-  prefillMany(prompts: ReadonlyArray<readonly number[]>): { logits: Float32Array; cache: LayerKV[] } {
-    return this.prefillWith(prompts, true);
+  /** `adapters`: one entry per prompt (see `AdapterChoice`); default the default adapter. */
+  prefillMany(
+    prompts: ReadonlyArray<readonly number[]>,
+    adapters?: AdapterRows,
+  ): { logits: Float32Array; cache: LayerKV[] } {
+    return this.prefillWith(prompts, adapters ?? true);
   }
 
   /** @internal */
@@ -443,7 +481,7 @@ export class PretrainedModel implements CausalLM {
     positions: readonly number[],
     cache: LayerKV[],
     keyBias: tf.Tensor4D,
-    adapters: boolean,
+    adapters: AdapterChoice,
   ) {
     const S = tokens.length;
     for (const p of positions) checkLength(p + 1, this.config.contextLength);
@@ -462,8 +500,9 @@ export class PretrainedModel implements CausalLM {
     positions: readonly number[],
     cache: LayerKV[],
     keyBias: tf.Tensor4D,
+    adapters?: AdapterRows,
   ) {
-    return this.decodeWith(tokens, positions, cache, keyBias, true);
+    return this.decodeWith(tokens, positions, cache, keyBias, adapters ?? true);
   }
 
   /** Linear sites (`model.layers.<l>.<self_attn|mlp>.<module>`) of this architecture. */

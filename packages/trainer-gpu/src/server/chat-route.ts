@@ -34,6 +34,7 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
     ...r.genParams(body, promptIds.length, body.max_completion_tokens ?? body.max_tokens),
     promptIds,
     signal,
+    ...(body.served.adapter !== undefined ? { adapter: body.served.adapter } : {}),
     topLogprobs: topK,
     ...(forced ? { prefixChoices: forced.map((f) => f.ids) } : {}),
   };
@@ -60,7 +61,7 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
       id,
       object: "chat.completion",
       created,
-      model: r.modelName,
+      model: body.served.name,
       system_fingerprint: fingerprintOf(results[0]?.modelVersion ?? r.version),
       choices,
       usage: usageOf(promptIds.length, results),
@@ -74,6 +75,7 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
   return streamChunks(r, c, {
     id,
     object: "chat.completion.chunk",
+    model: body.served.name,
     created,
     promptTokens: promptIds.length,
     includeUsage: body.stream_options?.include_usage === true,

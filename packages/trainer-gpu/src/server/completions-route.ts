@@ -17,6 +17,7 @@ export async function completion(r: RouteContext, c: Context): Promise<Response>
     ...r.genParams(body, promptIds.length, body.max_tokens ?? 16),
     promptIds,
     signal,
+    ...(body.served.adapter !== undefined ? { adapter: body.served.adapter } : {}),
     topLogprobs: body.logprobs ?? 0,
   };
   const n = body.n ?? 1;
@@ -39,7 +40,7 @@ export async function completion(r: RouteContext, c: Context): Promise<Response>
       id,
       object: "text_completion",
       created,
-      model: r.modelName,
+      model: body.served.name,
       system_fingerprint: fingerprintOf(results[0]?.modelVersion ?? r.version),
       choices,
       usage: usageOf(promptIds.length, results),
@@ -51,6 +52,7 @@ export async function completion(r: RouteContext, c: Context): Promise<Response>
   return streamChunks(r, c, {
     id,
     object: "text_completion",
+    model: body.served.name,
     created,
     promptTokens: promptIds.length,
     includeUsage: body.stream_options?.include_usage === true,

@@ -126,6 +126,6 @@ describe("PolicyServer serving a checkpoint tokenizer", () => {
     expect(models.data.map((m) => m.id)).toEqual([MODEL]);
     await expect(
       client.chat.completions.create({ model: "other", messages: [{ role: "user", content: "x" }] }),
-    ).rejects.toMatchObject({ status: 400 });
+    ).rejects.toMatchObject({ status: 404, param: "model" });
   });
 });

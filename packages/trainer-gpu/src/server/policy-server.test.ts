@@ -248,8 +248,10 @@ describe("PolicyServer with the openai SDK", () => {
     const unknown = await bad(
       client.chat.completions.create({ model: "gpt-9", messages: [{ role: "user", content: "x" }] }),
     );
-    expect(unknown.status).toBe(400);
+    // vLLM's answer for a name it does not serve: 404 naming the field.
+    expect(unknown.status).toBe(404);
     expect(unknown.code).toBe("model_not_found");
+    expect(unknown.param).toBe("model");
     const tooLong = await bad(
       client.chat.completions.create({
         model: "tiny",

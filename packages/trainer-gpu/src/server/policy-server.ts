@@ -12,6 +12,7 @@ import { PretrainedModel } from "../pretrained/pretrained-model.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";
+import { ServedModels } from "./adapters-registry.js";
 import { chatCompletion } from "./chat-route.js";
 import { completion } from "./completions-route.js";
 import { nowSec, RouteContext } from "./route-context.js";
@@ -33,6 +34,12 @@ export interface PolicyServerOptions<G extends GenerationEngine = Generator> {
    * its folder name), otherwise "agl-policy".
    */
   modelName?: string;
+  /**
+   * Further served names over the same weights (vLLM's `--lora-modules`): name → the model's LoRA adapter
+   * its requests run with (`null`: the base weights alone). Default: every named adapter of a
+   * multi-adapter `PretrainedModel` under its own name. Requests for different names batch together.
+   */
+  adapters?: Readonly<Record<string, string | null>>;
   host?: string;
   /** 0 = any free port (default). */
   port?: number;
@@ -66,6 +73,8 @@ export class PolicyServer<G extends GenerationEngine = Generator> {
   readonly tokenizer: TextTokenizer;
   readonly template: ChatEncoder;
   readonly modelName: string;
+  /** Every served name (the primary one first) and the adapter it runs with. */
+  readonly models: ServedModels;
   readonly app: Hono;
   private readonly options: PolicyServerOptions<G>;
   private server: ServerType | undefined;
@@ -85,11 +94,12 @@ export class PolicyServer<G extends GenerationEngine = Generator> {
         maxBatchSize: options.maxBatchSize,
       }) as unknown as G);
     this.modelName = options.modelName ?? defaultModelName(options.model);
+    this.models = new ServedModels(this.modelName, this.generator.policy, options.adapters);
     this.routes = new RouteContext(
       this.generator,
       this.tokenizer,
       this.template,
-      this.modelName,
+      this.models,
       options.requestTimeoutMs ?? 300_000,
       options.samplingDefaults ?? modelSamplingDefaults(options.model),
     );
@@ -189,16 +199,17 @@ export class PolicyServer<G extends GenerationEngine = Generator> {
     app.get("/v1/models", (c) =>
       c.json({
         object: "list",
-        data: [
-          {
-            id: this.modelName,
-            object: "model",
-            created: this.created,
-            owned_by: "agl",
-            max_model_len: this.model.config.contextLength,
-            version: this.version,
-          },
-        ],
+        // vLLM lists adapters with `parent` = the base's served name.
+        data: this.models.list().map((m) => ({
+          id: m.name,
+          object: "model",
+          created: this.created,
+          owned_by: "agl",
+          root: m.adapter ? m.adapter : this.modelName,
+          parent: m.name === this.modelName ? null : this.modelName,
+          max_model_len: this.model.config.contextLength,
+          version: this.version,
+        })),
       }),
     );
     app.post("/v1/chat/completions", (c) => this.track(() => chatCompletion(this.routes, c)));

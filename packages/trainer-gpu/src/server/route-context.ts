@@ -5,6 +5,7 @@ import type { GenerationEngine } from "../generate/engine.js";
 import type { GenerateRequest, TokenEvent } from "../generate/request.js";
 import type { SamplingDefaults } from "../generate/sampling-defaults.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
+import type { ServedModel, ServedModels } from "./adapters-registry.js";
 import { type ChatCompletionRequest, type CompletionRequest, HttpError, zodToHttpError } from "./schemas.js";
 
 export function newId(prefix: string): string {
@@ -19,11 +20,16 @@ export class RouteContext {
     readonly generator: GenerationEngine,
     readonly tokenizer: TextTokenizer,
     readonly template: ChatEncoder,
-    readonly modelName: string,
+    /** The served names and the adapter each runs with. */
+    readonly models: ServedModels,
     readonly requestTimeoutMs: number,
     /** Applied where a request leaves a field out (max_tokens: a ceiling). */
     readonly samplingDefaults: SamplingDefaults = {},
   ) {}
+
+  get modelName(): string {
+    return this.models.primary;
+  }
 
   get version(): number {
     return this.generator.version;
@@ -33,8 +39,11 @@ export class RouteContext {
     return this.generator.policy.config.contextLength;
   }
 
-  /** Parse the JSON body with `schema` and check the model name (OpenAI-style 400s). */
-  async body<S extends z.ZodType>(c: Context, schema: S): Promise<z.infer<S>> {
+  /**
+   * Parse the JSON body with `schema` (OpenAI-style 400s) and resolve its model name (vLLM's 404 for an
+   * unknown one).
+   */
+  async body<S extends z.ZodType>(c: Context, schema: S): Promise<z.infer<S> & { served: ServedModel }> {
     let raw: unknown;
     try {
       raw = await c.req.json();
@@ -43,16 +52,8 @@ export class RouteContext {
     }
     const parsed = schema.safeParse(raw);
     if (!parsed.success) throw zodToHttpError(parsed.error);
-    const model = (parsed.data as { model: string }).model;
-    if (model !== this.modelName) {
-      throw new HttpError(
-        400,
-        `The model "${model}" does not exist; this server serves "${this.modelName}"`,
-        "model",
-        "model_not_found",
-      );
-    }
-    return parsed.data;
+    const served = this.models.resolve((parsed.data as { model: string }).model);
+    return Object.assign(parsed.data as object, { served }) as z.infer<S> & { served: ServedModel };
   }
 
   checkPrompt(ids: number[], param: string): void {

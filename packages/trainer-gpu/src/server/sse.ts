@@ -37,6 +37,8 @@ export interface StreamSpec {
   created: number;
   promptTokens: number;
   includeUsage: boolean;
+  /** The served model name the request asked for (echoed in every chunk). */
+  model: string;
   /** Start generating; token callbacks send chunks through `sink`. */
   generate(sink: ChunkSink): Promise<GenerateResult[]>;
   /** Send each choice's final chunk (finish_reason). */
@@ -56,7 +58,7 @@ export function streamChunks(r: RouteContext, c: Context, spec: StreamSpec): Res
           id: spec.id,
           object: spec.object,
           created: spec.created,
-          model: r.modelName,
+          model: spec.model,
           system_fingerprint: fingerprint,
           choices,
           ...extra,
