@@ -27,6 +27,7 @@ export function externalEngine(options: ExternalEngineOptions): ServeFn {
       url: options.url,
       ...(options.apiKey ? { apiKey: options.apiKey } : {}),
       servedModel: () => model,
+      ...(options.weightSync.servedModels ? { servedModels: () => options.weightSync.servedModels!() } : {}),
       async swapWeights(apply) {
         await apply();
         version += 1;

@@ -20,6 +20,11 @@ export interface WeightSync {
    * engine serve them as policy version `version`. Resolves with the model name to use from now on.
    */
   sync(policy: PolicyBundle, version: number): Promise<string>;
+  /**
+   * Multi-policy runs: each policy (LoRA adapter) name → the engine-side model name serving its current
+   * version, after `start`/`sync`.
+   */
+  servedModels?(): Record<string, string>;
   /** Release what `start`/`sync` left on the engine or on disk. */
   close(): Promise<void>;
 }

@@ -24,6 +24,11 @@ export interface ServingHandle {
    * serving each policy version under its own LoRA adapter name). Read again after every swap.
    */
   servedModel?: () => string;
+  /**
+   * Multi-policy runs: each policy (adapter) name → the model name to ask the server for (read again
+   * after every swap). Absent: each policy is served under its own name.
+   */
+  servedModels?: () => Record<string, string>;
   /** Drain running generations, run `apply` (which changes the model's weights in place), bump and
    * return the served model version, resume. */
   swapWeights(apply: () => void | Promise<void>): Promise<string | number>;
