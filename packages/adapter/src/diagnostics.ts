@@ -19,6 +19,8 @@ export type DiagnosticCode =
   | "duplicate_response_id"
   /** A call nested in an already-taken call, without its own response id. */
   | "nested_llm_call"
+  /** Multi-policy training: a call that no declared policy claims (it trains nothing). */
+  | "call_without_policy"
   /** A reward span that no call received. */
   | "reward_unmatched"
   /** A reward that went to a call later dropped (e.g. for missing token ids). */

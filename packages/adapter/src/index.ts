@@ -40,6 +40,7 @@ export {
   type ToolCall,
   type ToolDefinition,
 } from "./llm-call.js";
+export { type PolicyRule, type PolicyRules, policyOf, withPolicies } from "./policy-triplets.js";
 export { ProxySpansToTriplets, type ProxySpansToTripletsOptions } from "./proxy-spans-to-triplets.js";
 export { parsePythonLiteral } from "./python-literal.js";
 export {

@@ -45,7 +45,11 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
     interface Item {
       call: LlmCall;
       seq: number;
+      /** The policy the proxy routed the call to (`agl.proxy.policy`), null in single-policy runs. */
+      policy: string | null;
       reward: number | null;
+      /** The reward was emitted for this call's policy only (`agl.reward.policy`). */
+      rewardPolicy: string | null;
       choiceIndex: number | null;
       /** The items of the same call (its choices), rewarded together. */
       siblings: Item[];
@@ -56,15 +60,26 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
     for (const span of ordered) {
       const reward = rewardOf(span);
       if (reward !== null) {
+        // A reward for one policy goes to that policy's most recent unrewarded call.
+        const scoped = attrs(span)["agl.reward.policy"];
+        const forPolicy = typeof scoped === "string" && scoped.length > 0 ? scoped : null;
         let target: Item | null = null;
         for (let i = items.length - 1; i >= 0; i--) {
           const item = items[i]!;
-          if (item.reward === null && item.seq < span.sequence_id) {
+          if (
+            item.reward === null &&
+            item.seq < span.sequence_id &&
+            (forPolicy === null || item.policy === forPolicy)
+          ) {
             target = item;
             break;
           }
         }
-        if (target) for (const item of target.siblings) item.reward = reward;
+        if (target)
+          for (const item of target.siblings) {
+            item.reward = reward;
+            item.rewardPolicy = forPolicy;
+          }
         else {
           const earlier = items.filter((i) => i.seq < span.sequence_id);
           diagnostics.add(
@@ -102,8 +117,18 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
         continue;
       }
       const siblings: Item[] = [];
+      const routed = attrs(span)["agl.proxy.policy"];
+      const policy = typeof routed === "string" && routed.length > 0 ? routed : null;
       for (const [choiceIndex, choiceCall] of choicesOf(call, span)) {
-        siblings.push({ call: choiceCall, seq: span.sequence_id, reward: null, choiceIndex, siblings });
+        siblings.push({
+          call: choiceCall,
+          seq: span.sequence_id,
+          policy,
+          reward: null,
+          rewardPolicy: null,
+          choiceIndex,
+          siblings,
+        });
       }
       items.push(...siblings);
       if (call.responseId) byResponseId.set(call.responseId, siblings[0]!);
@@ -117,7 +142,7 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
         { details: { spanNames: names } },
       );
     }
-    const output = items.map(({ call, reward, choiceIndex }) => ({
+    const output = items.map(({ call, reward, choiceIndex, policy, rewardPolicy }) => ({
       prompt: { token_ids: call.promptTokenIds!, raw_content: call.input, image_urls: call.imageUrls },
       response: { token_ids: call.responseTokenIds!, raw_content: call.output, logprobs: call.logprobs },
       reward,
@@ -127,6 +152,8 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
         response: call.response,
         model: call.model,
         ...(choiceIndex === null ? {} : { choice_index: choiceIndex }),
+        ...(policy === null ? {} : { policy }),
+        ...(rewardPolicy === null ? {} : { reward_policy: rewardPolicy }),
       },
     }));
     return { output, diagnostics: diagnostics.report() };

@@ -29,6 +29,8 @@ export interface CallRecord {
   partial: boolean;
   backend: string | null;
   modelVersion: string | number | null;
+  /** The policy the call was routed to (multi-policy proxies), or null. */
+  policy?: string | null;
   retryCount: number;
   startMs: number;
   endMs: number;
@@ -171,6 +173,7 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
   if (call.sessionId) a["agl.proxy.session_id"] = call.sessionId;
   if (call.backend) a["agl.proxy.backend"] = call.backend;
   if (call.modelVersion !== null) a["agl.proxy.model_version"] = call.modelVersion;
+  if (call.policy != null) a["agl.proxy.policy"] = call.policy;
   if (call.clientModel !== undefined && call.clientModel !== req.model)
     setIfDefined(a, "agl.proxy.client_model", call.clientModel);
   if (call.httpStatus !== null) a["agl.proxy.http_status"] = call.httpStatus;

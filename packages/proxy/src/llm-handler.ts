@@ -180,6 +180,22 @@ export class LLMCallHandler {
     }
     const isChat = match.op !== "completions";
     const clientModel = body.model;
+    const policies = this.o.policies;
+    const route = typeof clientModel === "string" ? policies[clientModel] : undefined;
+    if (!route && Object.keys(policies).length > 0 && clientModel !== this.o.model) {
+      this.gate.leave();
+      const names = [...Object.keys(policies), ...(this.o.model ? [this.o.model] : [])].join(", ");
+      return sendJson(
+        res,
+        404,
+        openaiError(
+          `The model \`${String(clientModel)}\` does not exist; this proxy routes: ${names}`,
+          "invalid_request_error",
+          "model_not_found",
+          "model",
+        ),
+      );
+    }
     if (attribution && this.sampling) {
       const params = await this.sampling.parametersFor(attribution.rolloutId);
       if (params) applyResourceSampling(body, params);
@@ -212,6 +228,7 @@ export class LLMCallHandler {
           partial: false,
           backend: null,
           modelVersion: this.gate.modelVersion,
+          policy: route ? route.policy : null,
           retryCount: 0,
           startMs,
           endMs: startMs,
@@ -242,7 +259,7 @@ export class LLMCallHandler {
           ? () => this.waitForBackend!(this.o.relay?.waitForWorkerMs ?? 0)
           : null,
         subpath: isChat ? "chat/completions" : "completions",
-        request: new UpstreamRequest(body, this.o),
+        request: new UpstreamRequest(body, this.o, route ? (route.model ?? clientModel) : null),
         stream,
         isChat,
         record,
@@ -257,7 +274,11 @@ export class LLMCallHandler {
 
   private async models(res: ServerResponse): Promise<void> {
     const names = [
-      ...new Set([this.o.model, ...this.pool.backends.map((b) => b.model)].filter((x): x is string => !!x)),
+      ...new Set(
+        [this.o.model, ...Object.keys(this.o.policies), ...this.pool.backends.map((b) => b.model)].filter(
+          (x): x is string => !!x,
+        ),
+      ),
     ];
     if (names.length) {
       return sendJson(res, 200, {

@@ -90,6 +90,18 @@ export const LLMProxyOptionsSchema = z.object({
   tokenSecret: z.string().min(16).optional(),
   /** Public model name (for /v1/models and the rewrite when a backend names none). */
   model: z.string().min(1).nullable().default(null),
+  /**
+   * Several policies behind one proxy (one LoRA adapter per agent role): the model name an agent asks
+   * for → the policy it is routed to (`policy`, recorded on the span as `agl.proxy.policy`; `null` for a
+   * role nothing trains) and the name the backend serves it under (`model`, default the same name).
+   * With policies set, a call naming neither a policy nor `model` is refused (404 on `model`).
+   */
+  policies: z
+    .record(
+      z.string().min(1),
+      z.strictObject({ policy: z.string().min(1).nullable(), model: z.string().min(1).optional() }),
+    )
+    .default({}),
   /** Rewrite the request's `model` to the backend's (or the proxy's) model name. */
   rewriteModel: z.boolean().default(true),
   /** Ask vLLM for `prompt_token_ids`/`token_ids`. */

@@ -236,6 +236,17 @@ export class LLMProxy {
     for (const backend of this.pool.backends) backend.model = model;
   }
 
+  /**
+   * Ask the backends for `model` for calls naming `name` (a policy route), e.g. the adapter an engine
+   * serves that policy's new version under. Pause with `drain` first so no call straddles the change.
+   */
+  setPolicyModel(name: string, model: string): void {
+    const route = this.options.policies[name];
+    if (!route) throw new Error(`setPolicyModel: no policy route "${name}"`);
+    if (typeof model !== "string" || model.length === 0) throw new Error("setPolicyModel needs a model name");
+    route.model = model;
+  }
+
   get modelVersion(): string | number | null {
     return this.gate.modelVersion;
   }

@@ -16,10 +16,13 @@ export class UpstreamRequest {
     /** Mutated in place to the body last sent (what the span records). */
     readonly body: Record<string, any>,
     private readonly o: Pick<ResolvedProxyOptions, "rewriteModel" | "model">,
+    /** A policy route's backend model name: every backend gets it (one server serves every policy). */
+    private readonly routedModel: string | null = null,
   ) {}
 
   /** The model name this backend gets (unchanged when rewriting is off or no name is configured). */
   modelFor(backend: Pick<Backend, "model">): unknown {
+    if (this.routedModel !== null) return this.routedModel;
     if (!this.o.rewriteModel) return this.body.model;
     return backend.model ?? this.o.model ?? this.body.model;
   }

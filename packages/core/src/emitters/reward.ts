@@ -9,7 +9,15 @@ export interface EmitRewardOptions extends EmitOptions {
   primaryKey?: string;
   /** Extra annotation attributes (flattened; leaves must be primitives). */
   attributes?: Record<string, unknown>;
+  /**
+   * Multi-policy training: the policy (role) this reward is for, recorded as `agl.reward.policy`; it then
+   * rewards only that policy's calls. Without it a reward applies to every policy (the final reward).
+   */
+  policy?: string;
 }
+
+/** Span attribute naming the policy a reward is for (see `EmitRewardOptions.policy`). */
+export const REWARD_POLICY_KEY = "agl.reward.policy";
 
 /**
  * The reward attributes of Agent Lightning v0.3: `agentlightning.reward.<i>.name` / `.value`, the
@@ -49,9 +57,12 @@ export function emitReward(
   reward: number | Record<string, number>,
   options: EmitRewardOptions = {},
 ): SpanCoreFields {
+  if (options.policy !== undefined && (typeof options.policy !== "string" || options.policy.length === 0))
+    throw new InvalidArgumentError("policy", "must be a non-empty policy name");
   const attributes = {
     ...flattenAttributes(options.attributes ?? {}, "", "reject"),
     ...rewardAttributes(reward, options.primaryKey),
+    ...(options.policy !== undefined ? { [REWARD_POLICY_KEY]: options.policy } : {}),
   };
   return recordSpan(SPAN_NAMES.annotation, attributes, options);
 }
