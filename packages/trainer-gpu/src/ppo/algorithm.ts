@@ -21,6 +21,7 @@ import { CollectAbortedError, collectRollouts } from "./collect.js";
 import { type PPOConfig, type PPOConfigInput, parsePPOConfig } from "./config.js";
 import { MetricsLog, type MetricsRecord } from "./metrics-log.js";
 import { AdamW } from "./optim.js";
+import { PolicySet, type PolicySpecs } from "./policies.js";
 import { type PPOProxyOptions, PPOProxyOptionsSchema } from "./proxy-options.js";
 import { deriveSeed, SeededRandom } from "./rng.js";
 import {
@@ -73,6 +74,11 @@ export interface PPOOptions {
    * `training/reward` metrics still report the rewards the agents earned.
    */
   mapRewards?: RewardMapper;
+  /**
+   * Several trainable policies (one LoRA adapter per agent role, see policies.ts): policy name → how it
+   * is served, published (`<name>_llm`), rewarded and trained. `policy.model` must have each adapter.
+   */
+  policies?: PolicySpecs;
 }
 
 export interface PPOResult {
@@ -155,6 +161,9 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       logger.warn(
         `ppo: micro-batches of ${fit.rows} rows at the longest rows (${c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu} would not fit in memory)`,
       );
+    if (this.options.policies && this.options.workers)
+      throw new InvalidArgumentError("workers", "multi-policy runs train in this thread");
+    const policySet = this.options.policies ? new PolicySet(model, this.options.policies, c) : null;
     const valueHead =
       c.algorithm.adv_estimator === "gae"
         ? new ValueHead(model.config.dModel, c.critic.hidden_size, c.trainer.seed)
@@ -174,6 +183,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
         logger,
       });
       if (resumed) ({ step, history: previous } = resumed);
+      if (resumed && policySet) await policySet.restore(resumed.dir);
     }
 
     const jsonlPath = c.trainer.logger.includes("jsonl") ? join(root, "metrics.jsonl") : null;
@@ -217,6 +227,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       port: this.options.proxy?.port,
       publicUrl: this.options.proxy?.publicUrl ?? null,
       model: modelName,
+      ...(policySet ? { policies: policySet.proxyRoutes(modelName, server.servedModels?.()) } : {}),
       adminToken: randomBytes(24).toString("hex"),
       llmAuth: "token",
       tokenSecret: this.proxyTokenSecret,
@@ -236,17 +247,17 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       ...(k.top_k > 0 ? { top_k: k.top_k } : {}),
       max_tokens: c.data.max_response_length,
     });
-    await store.updateResources("ppo-train", {
-      ...extra,
-      [resourceName]: proxy.asResource({ model: modelName, samplingParameters: sampling(rollout) }),
-    });
-    await store.updateResources("ppo-val", {
-      ...extra,
-      [resourceName]: proxy.asResource({
-        model: modelName,
-        samplingParameters: sampling(rollout.val_kwargs),
-      }),
-    });
+    // One LLM resource per policy (`planner_llm` asking for model "planner"), beside the main one.
+    const llms = { [resourceName]: modelName, ...policySet?.resourceNames() };
+    const resources = (k: Parameters<typeof sampling>[0]) =>
+      Object.fromEntries(
+        Object.entries(llms).map(([name, m]) => [
+          name,
+          proxy.asResource({ model: m, samplingParameters: sampling(k) }),
+        ]),
+      );
+    await store.updateResources("ppo-train", { ...extra, ...resources(rollout) });
+    await store.updateResources("ppo-val", { ...extra, ...resources(rollout.val_kwargs) });
 
     const validate = async (atStep: number): Promise<ValidationResult | null> => {
       if (val.length === 0) return null;
@@ -300,6 +311,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
         reference,
         critic: valueHead?.getState() ?? null,
         state: { step, history: log.history, config: c },
+        ...(policySet ? { saveExtra: (dir: string) => policySet.save(dir) } : {}),
       });
     };
 
@@ -344,6 +356,10 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
           : undefined;
         let metrics: Record<string, number> = {};
         const version = await server.swapWeights(async () => {
+          if (policySet) {
+            metrics = await policySet.update(collected, c, padId, rng, totalSteps, rewardsOverride);
+            return;
+          }
           metrics = await ppoUpdate(
             collected,
             c,
@@ -356,6 +372,9 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
         // An external engine may serve the new version under a new name (one LoRA adapter per version):
         // every call from here on asks for it.
         if (server.servedModel) proxy.setBackendModel(server.servedModel());
+        if (policySet && server.servedModels)
+          for (const [p, route] of Object.entries(policySet.proxyRoutes(modelName, server.servedModels())))
+            proxy.setPolicyModel(p, route.model);
         await proxy.resume({ modelVersion: version });
         step = next;
         const seconds = (performance.now() - t0) / 1000;
@@ -399,6 +418,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       await server.close();
       reference?.dispose();
       optimizer.dispose();
+      policySet?.dispose();
       valueHead?.optimizer.dispose();
     }
     log.writePlot();

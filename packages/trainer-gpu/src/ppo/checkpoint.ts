@@ -37,6 +37,8 @@ export interface PPOCheckpointParts {
   /** The GAE value head, null for critic-free estimators. */
   critic: ValueHeadState | null;
   state: TrainerState;
+  /** Writes more files into the checkpoint folder before it is marked complete (per-policy optimizers). */
+  saveExtra?: (dir: string) => Promise<void>;
 }
 
 export class PPOCheckpointError extends Error {
@@ -103,6 +105,21 @@ async function readPacked(
   return { meta, arrays };
 }
 
+/** Write one optimizer's state as `<name>.bin` / `<name>.json` (e.g. one per adapter of a multi-policy run). */
+export async function writeOptimizerState(dir: string, name: string, state: AdamState): Promise<void> {
+  const opt = packOptimizer(state);
+  await mkdir(dir, { recursive: true });
+  await writeAtomic(join(dir, `${name}.bin`), opt.bytes);
+  await writeAtomic(join(dir, `${name}.json`), JSON.stringify(opt.meta));
+}
+
+/** Read what `writeOptimizerState` wrote (checked against its SHA-256 and sizes). */
+export async function readOptimizerState(dir: string, name: string): Promise<AdamState> {
+  const { meta, arrays } = await readPacked(dir, name, 2);
+  const n = meta.sizes.length;
+  return { step: meta.step, m: arrays.slice(0, n), v: arrays.slice(n) };
+}
+
 export async function savePPOCheckpoint(root: string, parts: PPOCheckpointParts): Promise<string> {
   const dir = stepDir(root, parts.state.step);
   await rm(dir, { recursive: true, force: true });
@@ -129,6 +146,7 @@ export async function savePPOCheckpoint(root: string, parts: PPOCheckpointParts)
     await writeAtomic(join(dir, "critic.bin"), packed.bytes);
     await writeAtomic(join(dir, "critic.json"), JSON.stringify(meta));
   }
+  await parts.saveExtra?.(dir);
   // The trainer state goes last: its presence marks a complete checkpoint.
   await writeAtomic(join(dir, "trainer_state.json"), JSON.stringify(parts.state));
   await writeAtomic(join(root, LATEST_FILE), String(parts.state.step));

@@ -63,6 +63,7 @@ export {
   exportPeftAdapter,
   loadPeftAdapter,
 } from "./peft.js";
+export { exportPeftAdapters } from "./policy-files.js";
 export { PretrainedModel, type PretrainedModelOptions, type TokenScores } from "./pretrained-model.js";
 export {
   type RandomCheckpointOptions,

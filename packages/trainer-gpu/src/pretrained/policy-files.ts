@@ -25,6 +25,24 @@ export interface PolicyFileOptions {
   metadata?: Record<string, unknown>;
 }
 
+/**
+ * A multi-adapter model's adapters, one PEFT folder each (`dir/<adapter>/`), every one loadable with
+ * `PeftModel.from_pretrained(base, dir/<adapter>)` or `vllm serve --lora-modules <adapter>=dir/<adapter>`.
+ */
+export async function exportPeftAdapters(
+  model: PretrainedModel,
+  dir: string,
+  options: { baseModelNameOrPath?: string } = {},
+): Promise<string[]> {
+  const dirs: string[] = [];
+  for (const name of model.adapterNames) {
+    const out = join(dir, name);
+    await exportPeftAdapter(model, out, { ...options, adapter: name });
+    dirs.push(out);
+  }
+  return dirs;
+}
+
 /** Save `model` to `dir`; false when there was nothing to save (a LoRA model's base-view reference). */
 export async function savePolicyFiles(
   dir: string,
@@ -34,6 +52,7 @@ export async function savePolicyFiles(
   if (model instanceof BaseModelView) return false;
   if (model instanceof PretrainedModel) {
     if (model.lora) await exportPeftAdapter(model, dir);
+    else if (model.adapters.size > 0) await exportPeftAdapters(model, dir);
     else await exportPretrained(model, dir);
     return true;
   }
@@ -57,6 +76,11 @@ export async function savePolicyFiles(
 export async function restorePolicyFiles(dir: string, model: CausalLM): Promise<void> {
   if (model instanceof BaseModelView) return;
   if (model instanceof PretrainedModel) {
+    if (!model.lora && model.adapters.size > 0) {
+      for (const name of model.adapterNames)
+        await restorePeftAdapter(model, join(dir, name), { adapter: name });
+      return;
+    }
     if (existsSync(join(dir, ADAPTER_CONFIG_FILE))) {
       await restorePeftAdapter(model, dir);
       return;
