@@ -4,9 +4,11 @@ import type { LoraSettings, LoraWeights } from "./lora-state.js";
 /**
  * Per-row LoRA adapter selection for one forward pass (vLLM's multi-LoRA batching): every batch row names
  * the adapter it runs with, or runs on the base weights alone, so one batch mixes adapters over one copy
- * of the base. The base product `x W` is computed once for all rows; each adapter's `scale * x A B` only
- * for its own rows (gathered together, so its cost is that of a batch of just those rows) and scattered
- * back in row order.
+ * of the base. The base product `x W` is computed once for all rows; the adapters' products in two
+ * matmuls for the whole batch, whatever the number of adapters (the idea of vLLM's Punica kernels):
+ * `x [A_1 … A_K]` gives every row its projection on every adapter's A, a per-row mask keeps (and scales)
+ * only the columns of the row's own adapter, and `[B_1; …; B_K]` maps them back. Op count, not FLOPs,
+ * dominates small-model forwards on WASM, so this beats gathering each adapter's rows.
  */
 
 /** PEFT's name of the adapter `applyLora` adds (the one a model without a selection runs with). */
@@ -35,18 +37,18 @@ export class UnknownAdapterError extends Error {
   }
 }
 
-/** How one forward applies the adapters: none, one for every row, or per-row groups. */
+/** How one forward applies the adapters: none, one for every row, or per-row. */
 export type AdapterPlan =
   | null
   | { kind: "one"; lora: LoraState }
   | {
       kind: "rows";
-      /** Flattened token rows (`B * T`) of each adapter, in the order their deltas are concatenated. */
-      groups: Array<{ lora: LoraState; idx: tf.Tensor1D; count: number }>;
-      /** Rows with no adapter (their delta is zero), concatenated last. */
-      baseRows: number;
-      /** Position in the concatenation of each flattened row. */
-      inverse: tf.Tensor1D;
+      /** The adapters some row runs with. */
+      loras: LoraState[];
+      /** Index into `loras` of each flattened row (`B * T`), -1 for the base alone. */
+      rowAdapter: Int32Array;
+      /** Column masks by the set of adapters present at a site (built once per forward). */
+      masks: Map<string, tf.Tensor2D>;
     };
 
 function lookup(adapters: ReadonlyMap<string, LoraState>, name: string): LoraState {
@@ -57,7 +59,7 @@ function lookup(adapters: ReadonlyMap<string, LoraState>, name: string): LoraSta
 
 /**
  * The plan of a forward over `B` rows of `T` tokens. Tensors it creates belong to the caller's tidy scope.
- * A selection where every row runs the same adapter (or none) takes the plain path: no gathers.
+ * A selection where every row runs the same adapter (or none) takes the plain path.
  */
 export function planAdapters(
   adapters: ReadonlyMap<string, LoraState>,
@@ -80,27 +82,13 @@ export function planAdapters(
     const only = distinct[0] as string | null;
     return only === null ? null : { kind: "one", lora: lookup(adapters, only) };
   }
-  const order: number[] = [];
-  const groups: Array<{ lora: LoraState; idx: tf.Tensor1D; count: number }> = [];
-  for (const name of distinct) {
-    if (name === null) continue;
-    const lora = lookup(adapters, name);
-    const rows: number[] = [];
-    names.forEach((n, b) => {
-      if (n === name) for (let t = 0; t < T; t++) rows.push(b * T + t);
-    });
-    order.push(...rows);
-    groups.push({ lora, idx: tf.tensor1d(rows, "int32"), count: rows.length });
-  }
-  const baseRows = B * T - order.length;
+  const used = distinct.filter((n): n is string => n !== null);
+  const loras = used.map((n) => lookup(adapters, n));
+  const rowAdapter = new Int32Array(B * T);
   names.forEach((n, b) => {
-    if (n === null) for (let t = 0; t < T; t++) order.push(b * T + t);
+    rowAdapter.fill(n === null ? -1 : used.indexOf(n), b * T, (b + 1) * T);
   });
-  const inverse = new Int32Array(B * T);
-  order.forEach((row, i) => {
-    inverse[row] = i;
-  });
-  return { kind: "rows", groups, baseRows, inverse: tf.tensor1d(inverse, "int32") };
+  return { kind: "rows", loras, rowAdapter, masks: new Map() };
 }
 
 /** The adapters' contribution to a linear layer's output at `path` (`null`: nothing to add). */
@@ -108,7 +96,6 @@ export function adapterDelta(
   plan: AdapterPlan,
   x: tf.Tensor,
   path: string,
-  outFeatures: number,
   mm: (a: tf.Tensor, b: tf.Tensor) => tf.Tensor,
 ): tf.Tensor | null {
   if (plan === null) return null;
@@ -116,12 +103,46 @@ export function adapterDelta(
     const w = plan.lora.weights.get(path);
     return w ? tf.mul(mm(mm(x, w.a), w.b), plan.lora.settings.scale) : null;
   }
-  if (!plan.groups.some((g) => g.lora.weights.has(path))) return null;
-  const parts = plan.groups.map((g) => {
-    const w = g.lora.weights.get(path);
-    if (!w) return tf.zeros([g.count, outFeatures]);
-    return tf.mul(mm(mm(tf.gather(x, g.idx), w.a), w.b), g.lora.settings.scale);
+  const present: number[] = [];
+  plan.loras.forEach((l, k) => {
+    if (l.weights.has(path)) present.push(k);
   });
-  if (plan.baseRows > 0) parts.push(tf.zeros([plan.baseRows, outFeatures]));
-  return tf.gather(parts.length === 1 ? (parts[0] as tf.Tensor) : tf.concat(parts, 0), plan.inverse);
+  if (present.length === 0) return null;
+  const key = present.join(",");
+  let mask = plan.masks.get(key);
+  if (!mask) {
+    // Column block of each present adapter, valued at its scale on its own rows, 0 elsewhere.
+    const ranks = present.map((k) => plan.loras[k]!.settings.rank);
+    const offsets = ranks.map((_, i) => ranks.slice(0, i).reduce((a, b) => a + b, 0));
+    const R = ranks.reduce((a, b) => a + b, 0);
+    const N = plan.rowAdapter.length;
+    const data = new Float32Array(N * R);
+    for (let i = 0; i < N; i++) {
+      const at = present.indexOf(plan.rowAdapter[i]!);
+      if (at < 0) continue;
+      data.fill(
+        plan.loras[present[at]!]!.settings.scale,
+        i * R + offsets[at]!,
+        i * R + offsets[at]! + ranks[at]!,
+      );
+    }
+    mask = tf.tensor2d(data, [N, R]);
+    plan.masks.set(key, mask);
+  }
+  const ws = present.map((k) => plan.loras[k]!.weights.get(path)!);
+  const a =
+    ws.length === 1
+      ? ws[0]!.a
+      : tf.concat(
+          ws.map((w) => w.a),
+          1,
+        );
+  const b =
+    ws.length === 1
+      ? ws[0]!.b
+      : tf.concat(
+          ws.map((w) => w.b),
+          0,
+        );
+  return mm(tf.mul(mm(x, a), mask), b);
 }

@@ -36,7 +36,7 @@ function linear(m: DecoderWeights, x: tf.Tensor, path: string, adapters: Adapter
   let y = mm(x, need(m, `${path}.weight`));
   const bias = m.weight(`${path}.bias`);
   if (bias) y = addBias(y, bias);
-  const delta = adapterDelta(adapters, x, path, y.shape[y.rank - 1] as number, mm);
+  const delta = adapterDelta(adapters, x, path, mm);
   return delta ? tf.add(y, delta) : y;
 }
 
