@@ -1,5 +1,3 @@
-import { ProxySpansToTriplets, withPolicies } from "@agl/adapter";
-import type { Span } from "@agl/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Harness, startHarness } from "./test-support/harness.js";
 
@@ -44,12 +42,6 @@ describe("multi-policy routing", () => {
       undefined,
       "planner",
     ]);
-    // The adapter turns them into triplets per policy (an untrained role's call has none).
-    const triplets = new ProxySpansToTriplets().adapt(spans as Span[]);
-    expect(triplets.map((t) => t.metadata.policy)).toEqual(["planner", "checker", undefined, "planner"]);
-    const tagged = withPolicies(new ProxySpansToTriplets(), {}).adaptWithDiagnostics(spans as Span[]);
-    expect(tagged.output.map((t) => t.metadata.policy)).toEqual(["planner", "checker", null, "planner"]);
-    expect(tagged.diagnostics.counts.call_without_policy).toBe(1);
   });
 
   it("a name that is neither a policy nor the proxy's model is a 404 naming the field", async () => {
