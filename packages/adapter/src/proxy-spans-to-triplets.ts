@@ -49,6 +49,7 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
       choiceIndex: number | null;
       /** The items of the same call (its choices), rewarded together. */
       siblings: Item[];
+      modelVersion: number | string | null;
     }
     const items: Item[] = [];
     const byResponseId = new Map<string, Item>();
@@ -103,7 +104,14 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
       }
       const siblings: Item[] = [];
       for (const [choiceIndex, choiceCall] of choicesOf(call, span)) {
-        siblings.push({ call: choiceCall, seq: span.sequence_id, reward: null, choiceIndex, siblings });
+        siblings.push({
+          call: choiceCall,
+          seq: span.sequence_id,
+          reward: null,
+          choiceIndex,
+          siblings,
+          modelVersion: modelVersionOf(span),
+        });
       }
       items.push(...siblings);
       if (call.responseId) byResponseId.set(call.responseId, siblings[0]!);
@@ -117,7 +125,7 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
         { details: { spanNames: names } },
       );
     }
-    const output = items.map(({ call, reward, choiceIndex }) => ({
+    const output = items.map(({ call, reward, choiceIndex, modelVersion }) => ({
       prompt: { token_ids: call.promptTokenIds!, raw_content: call.input, image_urls: call.imageUrls },
       response: { token_ids: call.responseTokenIds!, raw_content: call.output, logprobs: call.logprobs },
       reward,
@@ -126,6 +134,8 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
         request: call.request,
         response: call.response,
         model: call.model,
+        // The policy version that served the call (asynchronous training weighs stale calls by it).
+        model_version: modelVersion,
         ...(choiceIndex === null ? {} : { choice_index: choiceIndex }),
       },
     }));
@@ -193,4 +203,10 @@ function choicesOf(call: LlmCall, span: Span): Array<[number | null, LlmCall]> {
     ]);
   }
   return out.length ? out : [[null, call]];
+}
+
+/** `agl.proxy.model_version` of a span: the policy version that served the call, null when unknown. */
+function modelVersionOf(span: Span): number | string | null {
+  const v = attrs(span)["agl.proxy.model_version"];
+  return typeof v === "number" || typeof v === "string" ? v : null;
 }
