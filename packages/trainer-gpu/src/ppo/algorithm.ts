@@ -7,6 +7,7 @@ import {
   type RunnerCredentials,
 } from "@agl/core";
 import type { PolicyWorkers } from "../parallel/pool.js";
+import { runAsyncLoop } from "./async-loop.js";
 import { CollectAbortedError } from "./collect.js";
 import { type PPOConfig, type PPOConfigInput, parsePPOConfig } from "./config.js";
 import type { LoopHooks } from "./loop-support.js";
@@ -56,6 +57,12 @@ export interface PPOOptions {
    * `training/reward` metrics still report the rewards the agents earned.
    */
   mapRewards?: RewardMapper;
+  /**
+   * The training loop. Default: "async" when `rollout.max_staleness` > 0, else "sync". "async" with
+   * max_staleness 0 runs the asynchronous scheduler and publication with no lag, which trains exactly
+   * what the synchronous loop trains (for comparisons and tests).
+   */
+  loop?: "sync" | "async";
 }
 
 export interface PPOResult {
@@ -87,12 +94,25 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
    * it by sharing $AGL_PROXY_TOKEN_SECRET (or `proxy.tokenSecret`) with this process.
    */
   private readonly proxyTokenSecret: string;
+  private readonly asyncLoop: boolean;
 
   constructor(private readonly options: PPOOptions) {
     this.config = parsePPOConfig(options.config ?? {});
     parseOrThrow(PPOProxyOptionsSchema, options.proxy ?? {}, "proxy");
     if (options.workers && options.workers.model !== options.policy.model) {
       throw new InvalidArgumentError("workers", "the worker pool must be started with policy.model");
+    }
+    const k = this.config.actor_rollout_ref.rollout.max_staleness;
+    if (options.loop === "sync" && k > 0)
+      throw new InvalidArgumentError("loop", `"sync" cannot train with max_staleness ${k} > 0`);
+    this.asyncLoop = k > 0 || options.loop === "async";
+    if (this.asyncLoop && options.workers) {
+      // Their replicas both generate and compute the actor's gradients: they cannot serve older weights
+      // while the trainer updates.
+      throw new InvalidArgumentError(
+        "workers",
+        "asynchronous training (max_staleness > 0) does not run on a worker pool",
+      );
     }
     this.proxyTokenSecret =
       options.proxy?.tokenSecret || process.env.AGL_PROXY_TOKEN_SECRET || generateTokenSecret();
@@ -116,6 +136,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
       modelName: o.modelName,
       resourceName: o.resourceName,
       handleSignals: o.handleSignals,
+      asyncLoop: this.asyncLoop,
     });
     const hooks: LoopHooks = {
       threshold: o.successThreshold ?? 1,
@@ -131,7 +152,7 @@ export class PPO<T = unknown> implements Algorithm<T, PPOResult> {
     try {
       if (this.config.trainer.val_before_train && run.step === 0)
         initialValidation = await validate(run, 0, hooks.threshold);
-      await runSyncLoop(run, hooks, (v) => {
+      await (this.asyncLoop ? runAsyncLoop : runSyncLoop)(run, hooks, (v) => {
         finalValidation = v;
       });
     } catch (error) {

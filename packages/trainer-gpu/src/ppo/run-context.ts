@@ -35,6 +35,8 @@ export interface RunSetupOptions {
   modelName?: string;
   resourceName?: string;
   handleSignals?: boolean;
+  /** The asynchronous loop runs: the server must serve snapshots and publish without a stop. */
+  asyncLoop: boolean;
 }
 
 export interface PPORun<T> {
@@ -148,7 +150,7 @@ export async function setupRun<T>(context: AlgorithmContext<T>, o: RunSetupOptio
   };
 
   const serve = o.serve ?? o.workers?.serve ?? servePolicy;
-  const server = await serve(o.policy, { modelName });
+  const server = await serve(o.policy, { modelName, publication: o.asyncLoop ? "snapshot" : "swap" });
   // Control routes are guarded by a per-run admin token; LLM routes require a token scoped to the
   // calling attempt, which the runners mint with `proxyTokenSecret` (see runnerCredentials) and hand
   // to the agent as its ProxyLLM's api_key, so no agent can write into another rollout's trace.
