@@ -3,7 +3,7 @@ import { join, resolve } from "node:path";
 import type { PolicyBundle } from "../ppo/serving.js";
 import { exportPeftAdapter } from "../pretrained/peft.js";
 import { PretrainedModel } from "../pretrained/pretrained-model.js";
-import { type WeightSync, WeightSyncError } from "./weight-sync.js";
+import { type SyncOptions, type WeightSync, WeightSyncError } from "./weight-sync.js";
 
 export interface VllmLoraSyncOptions {
   /** The vLLM server (started with `--enable-lora` and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True). */
@@ -33,7 +33,8 @@ function serverRoot(url: string): string {
  * Weight sync for LoRA training on vLLM: each policy version is exported as a PEFT adapter folder and
  * loaded with `POST /v1/load_lora_adapter {lora_name, lora_path}` under a new name; once the proxy has
  * switched to it (rollouts are paused and drained meanwhile) the previous version is unloaded with
- * `POST /v1/unload_lora_adapter {lora_name}` and its folder deleted. Only the adapters travel; the
+ * `POST /v1/unload_lora_adapter {lora_name}` and its folder deleted (under asynchronous training, one
+ * version later: calls may still be running on it). Only the adapters travel; the
  * engine keeps the base weights it was started with.
  */
 export class VllmLoraSync implements WeightSync {
@@ -49,10 +50,12 @@ export class VllmLoraSync implements WeightSync {
     return this.push(policy, 0);
   }
 
-  async sync(policy: PolicyBundle, version: number): Promise<string> {
+  async sync(policy: PolicyBundle, version: number, options: SyncOptions = {}): Promise<string> {
     const name = await this.push(policy, version);
-    // The proxy asks for `name` from now on and nothing is in flight: older adapters can go.
-    while (this.loaded.length > 1) {
+    // The proxy asks for `name` from now on. Synchronous training drained every call: older adapters can
+    // go. Asynchronous publication keeps the previous one for the calls still running on it; by the next
+    // publication (a whole training step later) they have ended.
+    while (this.loaded.length > (options.keepPrevious ? 2 : 1)) {
       const old = this.loaded.shift()!;
       await this.post("unload_lora_adapter", { lora_name: old.name });
       await rm(old.dir, { recursive: true, force: true });
