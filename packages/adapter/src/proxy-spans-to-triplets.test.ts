@@ -106,6 +106,28 @@ describe("ProxySpansToTriplets", () => {
     expect(diagnostics.counts).toMatchObject({ duplicate_response_id: 1, proxy_span_without_token_ids: 2 });
   });
 
+  it("carries the policy version that served each call as metadata.model_version", () => {
+    const span = (seq: number, version?: number | string) =>
+      mkSpan({
+        id: `v${seq}`,
+        name: "openai.chat.completion",
+        seq,
+        start: seq,
+        end: seq + 0.5,
+        attributes: {
+          ...llmAttrs({ responseId: `r${seq}`, promptIds: [seq], responseIds: [seq + 100] }),
+          "agl.proxy.status": "ok",
+          ...(version === undefined ? {} : { "agl.proxy.model_version": version }),
+        } as any,
+      });
+    const { output } = new ProxySpansToTriplets().adaptWithDiagnostics([
+      span(1, 4),
+      span(2, "policy-v5"),
+      span(3),
+    ]);
+    expect(output.map((t) => t.metadata.model_version)).toEqual([4, "policy-v5", null]);
+  });
+
   it("explains an empty result when no proxy span is present", () => {
     const { output, diagnostics } = new ProxySpansToTriplets().adaptWithDiagnostics([
       mkSpan({ id: "x", name: "agent.run" }),

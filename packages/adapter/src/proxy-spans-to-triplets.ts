@@ -53,6 +53,7 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
       choiceIndex: number | null;
       /** The items of the same call (its choices), rewarded together. */
       siblings: Item[];
+      modelVersion: number | string | null;
     }
     const items: Item[] = [];
     const byResponseId = new Map<string, Item>();
@@ -128,6 +129,7 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
           rewardPolicy: null,
           choiceIndex,
           siblings,
+          modelVersion: modelVersionOf(span),
         });
       }
       items.push(...siblings);
@@ -142,7 +144,7 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
         { details: { spanNames: names } },
       );
     }
-    const output = items.map(({ call, reward, choiceIndex, policy, rewardPolicy }) => ({
+    const output = items.map(({ call, reward, choiceIndex, modelVersion, policy, rewardPolicy }) => ({
       prompt: { token_ids: call.promptTokenIds!, raw_content: call.input, image_urls: call.imageUrls },
       response: { token_ids: call.responseTokenIds!, raw_content: call.output, logprobs: call.logprobs },
       reward,
@@ -151,6 +153,8 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
         request: call.request,
         response: call.response,
         model: call.model,
+        // The policy version that served the call (asynchronous training weighs stale calls by it).
+        model_version: modelVersion,
         ...(choiceIndex === null ? {} : { choice_index: choiceIndex }),
         ...(policy === null ? {} : { policy }),
         ...(rewardPolicy === null ? {} : { reward_policy: rewardPolicy }),
@@ -220,4 +224,10 @@ function choicesOf(call: LlmCall, span: Span): Array<[number | null, LlmCall]> {
     ]);
   }
   return out.length ? out : [[null, call]];
+}
+
+/** `agl.proxy.model_version` of a span: the policy version that served the call, null when unknown. */
+function modelVersionOf(span: Span): number | string | null {
+  const v = attrs(span)["agl.proxy.model_version"];
+  return typeof v === "number" || typeof v === "string" ? v : null;
 }

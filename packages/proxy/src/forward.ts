@@ -3,7 +3,7 @@ import type { Backend, BackendPool } from "./backends.js";
 import type { PendingCall } from "./call-recorder.js";
 import type { ClientDialect } from "./dialects/index.js";
 import { header, openaiError, sendJson } from "./http-util.js";
-import type { ResolvedProxyOptions } from "./options.js";
+import { ModelVersionSchema, type ResolvedProxyOptions } from "./options.js";
 import type { UpstreamRequest } from "./rewrite.js";
 import { relayStream } from "./stream-relay.js";
 import {
@@ -105,6 +105,10 @@ export async function forwardCall(a: ForwardArgs): Promise<void> {
         continue;
       }
       const contentType = header(headers["content-type"]) ?? "application/json";
+      // The policy version that actually served the call, when the backend says (the trainer's policy
+      // server does): with weights published between calls it may be newer than the proxy-level one.
+      const served = servedModelVersion(header(headers["x-agl-model-version"]));
+      if (record && served !== null) record.modelVersion = served;
       if (a.stream && status < 300 && contentType.startsWith("text/event-stream")) {
         pool.recordSuccess(backend);
         await relayStream(
@@ -165,4 +169,13 @@ export async function forwardCall(a: ForwardArgs): Promise<void> {
   }
   if (record && clientGone)
     Object.assign(record, { endMs: now(), partial: true, error: "client disconnected" });
+}
+
+/** The `x-agl-model-version` header as a version: an integer string becomes a number; junk is ignored. */
+export function servedModelVersion(value: string | undefined): string | number | null {
+  if (value === undefined) return null;
+  const v = value.trim();
+  if (v === "" || v.length > 200) return null;
+  if (/^-?\d{1,15}$/.test(v)) return Number(v);
+  return ModelVersionSchema.safeParse(v).success ? v : null;
 }

@@ -62,11 +62,11 @@ function probe(model: CausalLM): Float32Array {
   return tf.tidy(() => model.tokenLogProbs([[1, 3, 4, 3, 3, 4, 2]]).dataSync() as Float32Array);
 }
 
-function ppoConfig(dir: string, steps: number): PPOConfigInput {
+function ppoConfig(dir: string, steps: number, maxStaleness = 0): PPOConfigInput {
   return {
     data: { train_batch_size: 2, max_prompt_length: 24, max_response_length: 4 },
     actor_rollout_ref: {
-      rollout: { n: 3 },
+      rollout: { n: 3, max_staleness: maxStaleness },
       actor: { ppo_mini_batch_size: 2, optim: { lr: 5e-2 }, tis_imp_ratio_cap: 2 },
     },
     trainer: {
@@ -93,10 +93,10 @@ const agent = rollout<{ prompt: string }>(async (task, { llm, rollout: r }) => {
 });
 const tasks = Array.from({ length: 4 }, (_, i) => ({ prompt: i % 2 ? "a" : "b" }));
 
-async function train(policyModel: CausalLM, serve: ServeFn, dir: string, steps: number) {
+async function train(policyModel: CausalLM, serve: ServeFn, dir: string, steps: number, maxStaleness = 0) {
   const metrics: Array<Record<string, number>> = [];
   const algorithm = new PPO<{ prompt: string }>({
-    config: ppoConfig(dir, steps),
+    config: ppoConfig(dir, steps, maxStaleness),
     policy: { model: policyModel, tokenizer, template },
     serve,
     handleSignals: false,
@@ -105,7 +105,7 @@ async function train(policyModel: CausalLM, serve: ServeFn, dir: string, steps: 
   const trainer = new Trainer({
     algorithm,
     store: new InMemoryLightningStore(),
-    runnerConcurrency: 3,
+    runnerConcurrency: 3 * (maxStaleness + 1),
     pollIntervalMs: 5,
     logger: silentLogger,
   });
@@ -261,6 +261,57 @@ describe("PPO on an external engine", () => {
       expect(existsSync(join(adapterDir, "policy-v0"))).toBe(false);
       expect(await readdir(adapterDir)).toEqual([]);
       expect(probe(model)).not.toEqual(before);
+      model.dispose();
+    } finally {
+      await engine.close();
+    }
+  }, 120_000);
+
+  it("LoRA, max_staleness 1: versions published while calls run; the previous adapter stays until no call uses it", async () => {
+    const engine = await startFakeVllm({ baseDir, tokenizer, template, servedModelName: "base" });
+    const adapterDir = join(root, "adapters-async");
+    try {
+      const { model } = await loadPretrained(baseDir);
+      applyLora(model, { rank: 4, alpha: 8, targetModules: ["q_proj", "v_proj", "up_proj"], seed: 1 });
+      const serve = externalEngine({
+        url: `${engine.url}/v1`,
+        weightSync: new VllmLoraSync({ url: engine.url, adapterDir }),
+      });
+      const steps = 3;
+      const { result, metrics } = await train(model, serve, join(root, "ppo-lora-async"), steps, 1);
+      expect(result.stepsCompleted).toBe(steps);
+      // Each version is loaded under a new name; the one before it is unloaded only one publication later,
+      // and never while a call was generating on it (the stand-in would have refused: unload_refused).
+      const lifecycle = engine.events.filter((e) => e.type !== "serve").map((e) => `${e.type} ${e.name}`);
+      expect(lifecycle).toEqual([
+        "load policy-v0",
+        "load policy-v1",
+        "load policy-v2",
+        "unload policy-v0",
+        "load policy-v3",
+        "unload policy-v1",
+        "unload policy-v2",
+        "unload policy-v3",
+      ]);
+      // Every call was served by a loaded adapter, and answered.
+      const loaded = new Set<string>();
+      let served = 0;
+      for (const e of engine.events as EngineEvent[]) {
+        if (e.type === "load") loaded.add(e.name);
+        if (e.type === "unload") loaded.delete(e.name);
+        if (e.type === "serve") {
+          served++;
+          expect(e.status).toBe(200);
+          expect(loaded.has(e.model)).toBe(true);
+        }
+      }
+      // Nothing discarded: every admitted rollout was trained (2 groups x 3 per step).
+      expect(served).toBe(steps * 6);
+      for (const m of metrics) {
+        expect(m["training/n_rollouts"]).toBe(6);
+        expect(m["async/staleness/max"]).toBeLessThanOrEqual(1);
+        expect(m["training/n_rows_without_rollout_logprobs"]).toBeUndefined();
+      }
       model.dispose();
     } finally {
       await engine.close();

@@ -34,6 +34,13 @@ export function externalEngine(options: ExternalEngineOptions): ServeFn {
         model = await options.weightSync.sync(policy, version);
         return version;
       },
+      // Asynchronous training: the engine has its own copy of the weights, so publishing is a sync with
+      // no pause; calls running on the previous version finish on it.
+      async publish() {
+        version += 1;
+        model = await options.weightSync.sync(policy, version, { keepPrevious: true });
+        return version;
+      },
       close: () => options.weightSync.close(),
     };
   };

@@ -4,7 +4,7 @@ import type { PolicyBundle } from "../ppo/serving.js";
 import { DEFAULT_ADAPTER } from "../pretrained/adapter-rows.js";
 import { exportPeftAdapter } from "../pretrained/peft.js";
 import { PretrainedModel } from "../pretrained/pretrained-model.js";
-import { type WeightSync, WeightSyncError } from "./weight-sync.js";
+import { type SyncOptions, type WeightSync, WeightSyncError } from "./weight-sync.js";
 
 export interface VllmLoraSyncOptions {
   /** The vLLM server (started with `--enable-lora` and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True). */
@@ -38,9 +38,10 @@ function serverRoot(url: string): string {
  * Weight sync for LoRA training on vLLM: each policy version is exported as a PEFT adapter folder and
  * loaded with `POST /v1/load_lora_adapter {lora_name, lora_path}` under a new name; once the proxy has
  * switched to it (rollouts are paused and drained meanwhile) the previous version is unloaded with
- * `POST /v1/unload_lora_adapter {lora_name}` and its folder deleted. Only the adapters travel; the
- * engine keeps the base weights it was started with. A model with several named adapters (one policy per
- * role) has every adapter loaded under its own name at each version; `servedModels()` maps them.
+ * `POST /v1/unload_lora_adapter {lora_name}` and its folder deleted (under asynchronous training, one
+ * version later: calls may still be running on it). Only the adapters travel; the engine keeps the base
+ * weights it was started with. A model with several named adapters (one policy per role) has every
+ * adapter loaded under its own name at each version; `servedModels()` maps them.
  */
 export class VllmLoraSync implements WeightSync {
   readonly kind = "vllm-lora";
@@ -57,10 +58,12 @@ export class VllmLoraSync implements WeightSync {
     return this.push(policy, 0);
   }
 
-  async sync(policy: PolicyBundle, version: number): Promise<string> {
+  async sync(policy: PolicyBundle, version: number, options: SyncOptions = {}): Promise<string> {
     const name = await this.push(policy, version);
-    // The proxy asks for the new names from now on and nothing is in flight: older adapters can go.
-    while (this.loaded.length > 1) {
+    // The proxy asks for the new names from now on. Synchronous training drained every call: older
+    // adapters can go. Asynchronous publication keeps the previous version for the calls still running on
+    // it; by the next publication (a whole training step later) they have ended.
+    while (this.loaded.length > (options.keepPrevious ? 2 : 1)) {
       for (const old of this.loaded.shift()!) {
         await this.post("unload_lora_adapter", { lora_name: old.name });
         await rm(old.dir, { recursive: true, force: true });

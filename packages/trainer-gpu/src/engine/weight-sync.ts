@@ -16,10 +16,11 @@ export interface WeightSync {
    */
   start(policy: PolicyBundle): Promise<string>;
   /**
-   * After an update changed the policy's weights in place (rollouts are paused and drained): make the
-   * engine serve them as policy version `version`. Resolves with the model name to use from now on.
+   * After an update changed the policy's weights in place (rollouts are paused and drained, or, with
+   * `keepPrevious`, still running on the previous version): make the engine serve them as policy version
+   * `version`. Resolves with the model name to use from now on.
    */
-  sync(policy: PolicyBundle, version: number): Promise<string>;
+  sync(policy: PolicyBundle, version: number, options?: SyncOptions): Promise<string>;
   /**
    * Multi-policy runs: each policy (LoRA adapter) name → the engine-side model name serving its current
    * version, after `start`/`sync`.
@@ -27,6 +28,15 @@ export interface WeightSync {
   servedModels?(): Record<string, string>;
   /** Release what `start`/`sync` left on the engine or on disk. */
   close(): Promise<void>;
+}
+
+export interface SyncOptions {
+  /**
+   * Asynchronous training publishes while calls are running: calls that started on the previous
+   * version finish on it, so the sync must leave it on the engine (until the next sync) instead of
+   * retiring it at once.
+   */
+  keepPrevious?: boolean;
 }
 
 const MARKER = Symbol.for("agl.trainer-gpu.WeightSyncError");

@@ -28,6 +28,20 @@ describe("PPO config", () => {
     expect(c.trainer.test_freq).toBe(2);
   });
 
+  it("max_staleness: 0 by default; k > 0 needs the truncated-IS cap, named in the error", () => {
+    expect(parsePPOConfig({}).actor_rollout_ref.rollout.max_staleness).toBe(0);
+    const bad = () => parsePPOConfig({ actor_rollout_ref: { rollout: { max_staleness: 1 } } });
+    expect(bad).toThrow(InvalidArgumentError);
+    expect(bad).toThrow(/tis_imp_ratio_cap/);
+    expect(() => parsePPOConfig({ actor_rollout_ref: { rollout: { max_staleness: -1 } } })).toThrow(
+      /max_staleness/,
+    );
+    const ok = parsePPOConfig({
+      actor_rollout_ref: { rollout: { max_staleness: 2 }, actor: { tis_imp_ratio_cap: 2 } },
+    });
+    expect(ok.actor_rollout_ref.rollout.max_staleness).toBe(2);
+  });
+
   it("rejects a misspelled key, naming its path", () => {
     let err: unknown;
     try {

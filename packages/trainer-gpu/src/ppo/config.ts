@@ -1,4 +1,4 @@
-import { parseOrThrow } from "@agl/core";
+import { InvalidArgumentError, parseOrThrow } from "@agl/core";
 import { z } from "zod";
 
 /**
@@ -218,6 +218,14 @@ const RolloutSchema = z.strictObject({
     .default({ n: 1, temperature: 0, top_p: 1, top_k: -1 }),
   /** Seconds a rollout may take before the store times it out (VERL/AGL default 1200). */
   timeout_seconds: z.number().positive().default(1200),
+  /**
+   * Asynchronous training: how many policy versions a rollout may lag behind the weights that train on
+   * it (verl's `max_off_policy_steps`, AReaL's `max_head_offpolicyness`). 0 = the synchronous loop.
+   * With k > 0, rollouts keep running while the optimiser trains; a group is admitted only if it will be
+   * trained at most k versions after the one that starts serving it, and none is ever discarded for
+   * lateness. Needs `actor.tis_imp_ratio_cap` (the off-policy correction).
+   */
+  max_staleness: z.number().int().min(0).default(0),
 });
 
 const ActorSchema = z.strictObject({
@@ -317,6 +325,14 @@ export function parsePPOConfig(input: PPOConfigInput | unknown = {}): PPOConfig 
   const actor = config.actor_rollout_ref.actor;
   actor.clip_ratio_low ??= actor.clip_ratio;
   actor.clip_ratio_high ??= actor.clip_ratio;
+  if (config.actor_rollout_ref.rollout.max_staleness > 0 && actor.tis_imp_ratio_cap == null) {
+    // Without the behaviour-policy correction a stale rollout would be trained on as if sampled by the
+    // current weights: a biased gradient that grows with the staleness.
+    throw new InvalidArgumentError(
+      "config.actor_rollout_ref.actor.tis_imp_ratio_cap",
+      "must be set (e.g. 2) when actor_rollout_ref.rollout.max_staleness > 0: stale rollouts are weighted by it",
+    );
+  }
   return config;
 }
 

@@ -1,6 +1,7 @@
 import type { GenerationEngine } from "../generate/engine.js";
 import type { CausalLM } from "../model/causal-lm.js";
 import { PolicyServer } from "../server/policy-server.js";
+import { VersionedEngine } from "../server/version-publication.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 
 /**
@@ -32,32 +33,59 @@ export interface ServingHandle {
   /** Drain running generations, run `apply` (which changes the model's weights in place), bump and
    * return the served model version, resume. */
   swapWeights(apply: () => void | Promise<void>): Promise<string | number>;
+  /**
+   * Asynchronous training (`max_staleness` > 0): serve the policy's current weights (already updated in
+   * place by the trainer) as a new version, without pausing. Requests in flight finish on the version
+   * they started on; new ones get the new version. Returns the new version. Present when the server was
+   * started with `publication: "snapshot"` and can do it.
+   */
+  publish?(): Promise<string | number>;
   close(): Promise<void>;
 }
 
-export type ServeFn = (policy: PolicyBundle, options: { modelName: string }) => Promise<ServingHandle>;
+export interface ServeOptions {
+  modelName: string;
+  /**
+   * "swap" (default): the server may generate from `policy.model` itself; updates go through
+   * `swapWeights`, which drains running generations first. "snapshot": the trainer updates
+   * `policy.model` while generation continues, so the server must generate from its own copy of the
+   * weights and implement `publish`.
+   */
+  publication?: "swap" | "snapshot";
+}
+
+export type ServeFn = (policy: PolicyBundle, options: ServeOptions) => Promise<ServingHandle>;
 
 /** Start an in-process `PolicyServer` for `policy` on a loopback port (generation by `generator`, default a
- * `Generator` in this thread) and wrap it as a ServingHandle. */
+ * `Generator` in this thread, or a `VersionedEngine` over snapshots of the model for `publication:
+ * "snapshot"`) and wrap it as a ServingHandle. */
 export async function startPolicyServer(
   policy: PolicyBundle,
   modelName: string,
   generator?: GenerationEngine,
+  publication: ServeOptions["publication"] = "swap",
 ): Promise<ServingHandle> {
+  const versioned =
+    !generator && publication === "snapshot" ? new VersionedEngine(policy.model, policy.tokenizer) : null;
   const server = new PolicyServer({
     model: policy.model,
     tokenizer: policy.tokenizer,
     template: policy.template,
     modelName,
-    generator,
+    generator: generator ?? versioned ?? undefined,
   });
   await server.start();
   return {
     url: server.baseUrl,
     swapWeights: (apply) => server.swapWeights(async () => apply()),
-    close: () => server.stop(),
+    ...(versioned ? { publish: async () => versioned.publish() } : {}),
+    close: async () => {
+      await server.stop();
+      versioned?.dispose();
+    },
   };
 }
 
 /** The default: the in-process `PolicyServer` (dynamic batching, vLLM token ids) on a loopback port. */
-export const servePolicy: ServeFn = (policy, { modelName }) => startPolicyServer(policy, modelName);
+export const servePolicy: ServeFn = (policy, { modelName, publication }) =>
+  startPolicyServer(policy, modelName, undefined, publication);

@@ -200,10 +200,11 @@ export async function ppoUpdate(
     if (rows.every((r) => r.rolloutLogprobs)) {
       // The recorded rollout log-probs are raw (temperature 1, vLLM's default), so the trainer side of
       // the ratio is too: it measures the trainer/server mismatch on one scale whatever the temperature.
-      tis = tisWeights(
-        old.rawLogprobs,
-        rows.map((r) => r.rolloutLogprobs!),
-        actor.tis_imp_ratio_cap,
+      const behaviour = rows.map((r) => r.rolloutLogprobs!);
+      tis = tisWeights(old.rawLogprobs, behaviour, actor.tis_imp_ratio_cap);
+      Object.assign(
+        metrics,
+        importanceWeightStats(old.rawLogprobs, behaviour, mask, actor.tis_imp_ratio_cap),
       );
     } else
       metrics["training/n_rows_without_rollout_logprobs"] = rows.filter((r) => !r.rolloutLogprobs).length;
@@ -273,4 +274,30 @@ export async function ppoUpdate(
   metrics["prompt_length/mean"] = mean(rows.map((r) => r.promptIds.length));
   metrics["training/n_tokens"] = rows.reduce((a, r) => a + r.promptIds.length + r.responseIds.length, 0);
   return metrics;
+}
+
+/**
+ * The importance weights exp(old - behaviour) on trained tokens before the cap: how far the weights that
+ * sampled the rollouts (an older version under asynchronous training, or just the engine's numerics)
+ * are from the ones being trained, and how often the cap bites.
+ */
+export function importanceWeightStats(
+  oldLogprobs: readonly (readonly number[])[],
+  behaviourLogprobs: readonly (readonly number[])[],
+  mask: readonly (readonly number[])[],
+  cap: number,
+): Record<string, number> {
+  const w: number[] = [];
+  oldLogprobs.forEach((row, i) => {
+    row.forEach((lp, t) => {
+      if (mask[i]![t]) w.push(Math.exp(lp - behaviourLogprobs[i]![t]!));
+    });
+  });
+  if (w.length === 0) return {};
+  return {
+    "actor/is_weight/mean": mean(w),
+    "actor/is_weight/min": w.reduce((a, b) => Math.min(a, b), Infinity),
+    "actor/is_weight/max": w.reduce((a, b) => Math.max(a, b), -Infinity),
+    "actor/is_weight/clip_frac": w.filter((x) => x > cap).length / w.length,
+  };
 }

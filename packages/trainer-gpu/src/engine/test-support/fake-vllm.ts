@@ -8,7 +8,9 @@
  * - `POST /v1/load_lora_adapter {lora_name, lora_path, load_inplace?}`: 200 with the plain-text success
  *   line; 400 for a missing name/path or a name already loaded; 404 when the path does not exist; 500
  *   when the folder is not a loadable PEFT adapter for this base (peft-check.ts, then the real load);
- * - `POST /v1/unload_lora_adapter {lora_name, lora_int_id?}`: 200, or 404 for an unknown name;
+ * - `POST /v1/unload_lora_adapter {lora_name, lora_int_id?}`: 200, or 404 for an unknown name; stricter
+ *   than vLLM, 409 while requests are still generating on the adapter (asynchronous training publishes
+ *   new versions while calls run: a sync must never pull an adapter from under them);
  * - `GET /v1/models`: the base model and every adapter (`parent` = the base);
  * - `POST /v1/chat/completions`, `/v1/completions`: served by the model named in `model`; an unknown
  *   name is 404 "The model `x` does not exist.".
@@ -33,6 +35,8 @@ import { baseShape, checkPeftFolder } from "./peft-check.js";
 export type EngineEvent =
   | { type: "load"; name: string; path: string }
   | { type: "unload"; name: string }
+  /** An unload refused because requests were still generating on the adapter. */
+  | { type: "unload_refused"; name: string; inflight: number }
   | { type: "serve"; model: string; path: string; status: number };
 
 export interface FakeVllm {
@@ -95,6 +99,8 @@ export async function startFakeVllm(options: FakeVllmOptions): Promise<FakeVllm>
   const servers = new Map<string, { server: PolicyServer; path: string | null }>();
   servers.set(baseName, { server: await serve(baseName, null), path: null });
   const events: EngineEvent[] = [];
+  /** Requests generating per model name. */
+  const inflight = new Map<string, number>();
 
   const json = (res: ServerResponse, status: number, body: unknown) => {
     res.writeHead(status, { "content-type": "application/json" });
@@ -176,6 +182,15 @@ export async function startFakeVllm(options: FakeVllmOptions): Promise<FakeVllm>
     if (!entry || entry.path === null) {
       return json(res, 404, errorBody(`The lora adapter '${name}' cannot be found.`, "NotFoundError", 404));
     }
+    const busy = inflight.get(name) ?? 0;
+    if (busy > 0) {
+      events.push({ type: "unload_refused", name, inflight: busy });
+      return json(
+        res,
+        409,
+        errorBody(`The lora adapter '${name}' is serving ${busy} requests.`, "Conflict", 409),
+      );
+    }
     servers.delete(name);
     entry.server.model.dispose();
     events.push({ type: "unload", name });
@@ -201,21 +216,44 @@ export async function startFakeVllm(options: FakeVllmOptions): Promise<FakeVllm>
         errorBody(`The model \`${model}\` does not exist.`, "NotFoundError", 404, "model"),
       );
     }
-    const answer = await entry.server.app.fetch(
-      new Request(`http://engine${path}`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: raw,
-      }),
-    );
+    inflight.set(model, (inflight.get(model) ?? 0) + 1);
+    let ended = false;
+    const done = () => {
+      if (ended) return;
+      ended = true;
+      inflight.set(model, (inflight.get(model) ?? 1) - 1);
+    };
+    let answer: Response;
+    try {
+      answer = await entry.server.app.fetch(
+        new Request(`http://engine${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: raw,
+        }),
+      );
+    } catch (error) {
+      done();
+      throw error;
+    }
     events.push({ type: "serve", model, path, status: answer.status });
     const headers: Record<string, string> = {};
     answer.headers.forEach((value, key) => {
-      headers[key] = value;
+      // vLLM says nothing about policy versions: the PolicyServer's own counter must not leak through.
+      if (key !== "x-agl-model-version") headers[key] = value;
     });
     res.writeHead(answer.status, headers);
-    if (answer.body) Readable.fromWeb(answer.body as never).pipe(res);
-    else res.end();
+    if (!answer.body) {
+      done();
+      res.end();
+      return;
+    }
+    // A streamed answer is still generating until its body ends.
+    const body = Readable.fromWeb(answer.body as never);
+    body.once("end", done);
+    body.once("error", done);
+    res.once("close", done);
+    body.pipe(res);
   };
 
   const server: Server = createServer((req, res) => {

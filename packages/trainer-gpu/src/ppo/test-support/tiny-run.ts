@@ -26,6 +26,15 @@ export interface TinyRunOptions {
   /** Extra top-level `actor_rollout_ref` keys (e.g. VERL's `model` section). */
   actorRolloutRef?: Record<string, unknown>;
   onStep?: (step: number) => void;
+  /** Merged over the base config's rollout section (e.g. `max_staleness`). */
+  rollout?: Record<string, unknown>;
+  /** PPOOptions.loop. */
+  loop?: "sync" | "async";
+  runnerConcurrency?: number;
+  /** Runs when a (non-hanging) agent starts. */
+  beforeCall?: (info: { sampleIndex: number; step: number; signal: AbortSignal }) => void;
+  /** Runs in the agent after its LLM call, before it returns (simulated tool latency). */
+  afterCall?: (info: { sampleIndex: number; step: number; signal: AbortSignal }) => Promise<void>;
 }
 
 export interface TinyRun {
@@ -50,6 +59,8 @@ export async function tinyRun(o: TinyRunOptions): Promise<TinyRun> {
       await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
       throw new Error("stopped by the runner");
     }
+    const sampleIndex = (r.metadata as { sample_index: number }).sample_index;
+    o.beforeCall?.({ sampleIndex, step, signal });
     const client = new OpenAI({ baseURL: llm!.endpoint, apiKey: llm!.api_key ?? "none", maxRetries: 6 });
     const res = await client.chat.completions.create({
       model: llm!.model,
@@ -58,13 +69,14 @@ export async function tinyRun(o: TinyRunOptions): Promise<TinyRun> {
       seed: meta.seed,
     });
     const text = res.choices[0]!.message.content ?? "";
+    await o.afterCall?.({ sampleIndex, step, signal });
     return [...text].filter((ch) => ch === "a").length / 3;
   });
   const config: PPOConfigInput = {
     data: { train_batch_size: 2, max_prompt_length: 24, max_response_length: 4 },
     actor_rollout_ref: {
       ...o.actorRolloutRef,
-      rollout: { n: 2 },
+      rollout: { n: 2, ...o.rollout },
       actor: { ppo_mini_batch_size: 2, optim: { lr: 1e-2 }, ...o.actor },
     },
     trainer: {
@@ -96,11 +108,12 @@ export async function tinyRun(o: TinyRunOptions): Promise<TinyRun> {
     policy,
     handleSignals: o.handleSignals ?? false,
     onStep: o.onStep,
+    loop: o.loop,
   });
   const trainer = new Trainer({
     algorithm,
     store,
-    runnerConcurrency: 2,
+    runnerConcurrency: o.runnerConcurrency ?? 2,
     pollIntervalMs: 5,
     gracePeriodMs: 100,
     logger: o.logger,
