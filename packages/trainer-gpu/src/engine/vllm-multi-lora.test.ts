@@ -10,6 +10,7 @@ import { adapterView } from "../pretrained/adapter-view.js";
 import { loadPretrained } from "../pretrained/load.js";
 import { addLoraAdapter } from "../pretrained/lora.js";
 import { writeRandomCheckpoint } from "../pretrained/random-checkpoint.js";
+import { MICRO_ARCH } from "../test-support/tiny-pretrained.js";
 import { ChatTemplate } from "../tokenizer/chat-template.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";
 import { externalEngine } from "./external-engine.js";
@@ -31,12 +32,7 @@ beforeAll(async () => {
     family: "qwen3",
     seed: 4,
     vocabSize: tokenizer.vocabSize,
-    hiddenSize: 16,
-    numLayers: 1,
-    numHeads: 2,
-    numKvHeads: 1,
-    maxPositionEmbeddings: 64,
-    initStd: 0.2,
+    ...MICRO_ARCH,
   });
 });
 afterAll(async () => {

@@ -10,6 +10,7 @@ import { addLoraAdapter } from "../pretrained/lora.js";
 import { restorePolicyFiles, savePolicyFiles } from "../pretrained/policy-files.js";
 import type { PretrainedModel } from "../pretrained/pretrained-model.js";
 import { writeRandomCheckpoint } from "../pretrained/random-checkpoint.js";
+import { MICRO_ARCH } from "../test-support/tiny-pretrained.js";
 import { Tokenizer } from "../tokenizer/tokenizer.js";
 import { grpoAdvantages } from "./advantages.js";
 import type { CollectedRollout } from "./collect.js";
@@ -25,12 +26,7 @@ beforeAll(async () => {
     family: "qwen3",
     seed: 2,
     vocabSize: 64,
-    hiddenSize: 16,
-    numLayers: 1,
-    numHeads: 2,
-    numKvHeads: 1,
-    maxPositionEmbeddings: 64,
-    initStd: 0.2,
+    ...MICRO_ARCH,
   });
 });
 afterAll(async () => {

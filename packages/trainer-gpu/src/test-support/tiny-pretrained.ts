@@ -39,3 +39,13 @@ export async function writeTinyPretrainedCheckpoint(
   await writeFile(genPath, JSON.stringify({ ...gen, bos_token_id: pad, eos_token_id: tok.eosIds }, null, 2));
   return dir;
 }
+
+/** The smallest checkpoint shape the engine and multi-policy tests use (one layer, width 16, GQA 2:1). */
+export const MICRO_ARCH = {
+  hiddenSize: 16,
+  numLayers: 1,
+  numHeads: 2,
+  numKvHeads: 1,
+  maxPositionEmbeddings: 64,
+  initStd: 0.2,
+} as const;
