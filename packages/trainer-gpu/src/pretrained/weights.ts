@@ -1,3 +1,4 @@
+import * as tf from "@tensorflow/tfjs";
 import type { ArchConfig } from "./hf-config.js";
 
 /**
@@ -90,4 +91,17 @@ export function matmulParameters(a: ArchConfig): number {
     .filter((s) => s.layer === 0)
     .reduce((n, s) => n + s.inFeatures * s.outFeatures, 0);
   return a.numLayers * perLayer + a.vocabSize * a.hiddenSize;
+}
+
+/**
+ * Initial values of a random model (`PretrainedModel.random`): norm gains uniform in [0.8, 1.2], biases
+ * normal(0, 0.1), other matrices normal(0, std); each weight seeded from `seed` and its order.
+ */
+export function randomInit(seed: number, std: number): (name: string, shape: number[]) => tf.Tensor {
+  let i = 0;
+  return (name, shape) => {
+    i++;
+    if (name.endsWith("norm.weight")) return tf.randomUniform(shape, 0.8, 1.2, "float32", seed * 1000 + i);
+    return tf.randomNormal(shape, 0, name.endsWith(".bias") ? 0.1 : std, "float32", seed * 1000 + i);
+  };
 }
