@@ -6,12 +6,12 @@ import { BaseModelView } from "./base-view.js";
 import { DEFAULT_HEAD_CHUNK_ELEMENTS } from "./chunked-head.js";
 import { decoderBlocks } from "./decoder.js";
 import type { ArchConfig } from "./hf-config.js";
-import { decodeRows, prefillRows } from "./incremental.js";
+import { decodeRows, prefillAfterRows, prefillRows } from "./incremental.js";
 import { type LoraSettings, type LoraWeights, loraTrainables, peftKey } from "./lora-state.js";
 import { RotaryCache } from "./rope.js";
 import type { FloatTensor } from "./safetensors.js";
 import { batchHidden, scoreTokens, type TokenScores } from "./scoring.js";
-import { linearSites, matmulParameters, randomInit, weightSpecs } from "./weights.js";
+import { fileLayoutInit, linearSites, matmulParameters, randomInit, weightSpecs } from "./weights.js";
 
 /**
  * A Llama / Qwen2 / Qwen3 / Mistral decoder in tfjs, exactly as the reference implementations compute it:
@@ -64,6 +64,13 @@ export class PretrainedModel implements CausalLM {
    * with a large vocabulary, at the cost of more, smaller head matmuls.
    */
   headChunkElements = DEFAULT_HEAD_CHUNK_ELEMENTS;
+  /**
+   * Run a prefix all rows of a scored batch share once (shared-prefix.ts): sft(), trainStep(), PPO passes.
+   * Same results up to float rounding; `false` runs every row in full. Set before starting workers.
+   */
+  sharePrefix = true;
+  /** Shortest common prefix worth sharing (default 16 tokens). */
+  sharedPrefixMinTokens = 16;
 
   /** `value(name)` returns each weight in the in-memory layout (linear weights `[in, out]`). */
   constructor(
@@ -98,21 +105,7 @@ export class PretrainedModel implements CausalLM {
     get: (name: string) => FloatTensor,
     options: PretrainedModelOptions = {},
   ): PretrainedModel {
-    const linear = new Set(
-      weightSpecs(arch)
-        .filter((s) => s.linear)
-        .map((s) => s.name),
-    );
-    return new PretrainedModel(
-      arch,
-      (name) =>
-        tf.tidy(() => {
-          const t = get(name);
-          const x = tf.tensor(t.data, t.shape);
-          return linear.has(name) ? tf.transpose(x) : x;
-        }),
-      options,
-    );
+    return new PretrainedModel(arch, fileLayoutInit(arch, get), options);
   }
 
   /** A randomly initialised model (normal(0, std) matrices, norms near 1, random biases). */
@@ -193,6 +186,8 @@ export class PretrainedModel implements CausalLM {
       sourceDir: this.sourceDir,
       generationConfig: this.generationConfig,
     });
+    copy.sharePrefix = this.sharePrefix;
+    copy.sharedPrefixMinTokens = this.sharedPrefixMinTokens;
     if (this.lora && options.withAdapters !== false) {
       const weights = new Map<string, LoraWeights>();
       for (const [path, w] of this.lora.weights) {
@@ -371,6 +366,10 @@ export class PretrainedModel implements CausalLM {
 
   prefillMany(prompts: ReadonlyArray<readonly number[]>): { logits: Float32Array; cache: LayerKV[] } {
     return this.prefillWith(prompts, true);
+  }
+
+  prefillAfter(prefix: readonly LayerKV[], prompts: ReadonlyArray<readonly number[]>) {
+    return prefillAfterRows(this, prefix, prompts, true);
   }
 
   /** @internal */

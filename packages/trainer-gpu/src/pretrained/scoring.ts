@@ -1,29 +1,17 @@
 import * as tf from "@tensorflow/tfjs";
-import { batchInputs, toRows } from "../model/batch-inputs.js";
+import { batchInputs, checkLength, toRows } from "../model/batch-inputs.js";
 import type { IdsInput, MaskInput } from "../model/causal-lm.js";
-import { headLogProbs } from "./chunked-head.js";
+import { headScores, type ScoreOptions, type TokenScores } from "./head-scores.js";
 import type { PretrainedModel } from "./pretrained-model.js";
+import { commonPrefixLength, sharedPrefixScores } from "./shared-prefix.js";
+
+export type { TokenScores };
 
 /**
  * The scoring path of `PretrainedModel`: log-probs (and entropies) of each row's next tokens through the
  * chunked head (see chunked-head.ts), so the `[B, T, V]` logits are never materialised. What sft(),
  * trainStep() and PPO train and score through.
  */
-
-/** Per-token scores of `ids[:, 1:]`, `[B, T-1]` each. */
-export type TokenScores = {
-  logProbs: tf.Tensor2D;
-  entropy?: tf.Tensor2D;
-  /** Log-probs at temperature 1 (the same tensor as `logProbs` when the temperature is 1). */
-  raw?: tf.Tensor2D;
-};
-
-export interface ScoreOptions {
-  temperature: number;
-  entropy: boolean;
-  raw?: boolean;
-  adapters: boolean;
-}
 
 /** Next-token targets `ids[:, 1:]` of rows of length `T`, flattened `[B*(T-1)]`. */
 export function nextTokenTargets(rows: readonly (readonly number[])[], T: number): Int32Array {
@@ -35,27 +23,21 @@ export function nextTokenTargets(rows: readonly (readonly number[])[], T: number
 }
 
 /**
- * Scores of hidden rows `hs [N, d]` against `targets [N]` as `[N]`-long columns: log-probs at
- * `temperature`, entropies (with `entropy`) and log-probs at temperature 1 (with `raw`). Call inside a tidy.
+ * The prefix length to share for this batch, or 0 for the plain forward: sharing needs several rows of
+ * one length without an attention mask (left padding shifts positions), one adapter setting for all rows,
+ * and a common prefix of at least `model.sharedPrefixMinTokens` (two passes cost more than a few tokens).
  */
-export function headScores(
+function sharedPrefixOf(
   model: PretrainedModel,
-  hs: tf.Tensor2D,
-  targets: Int32Array,
-  options: Omit<ScoreOptions, "adapters">,
-): { logProbs: tf.Tensor1D; entropy?: tf.Tensor1D; raw?: tf.Tensor1D } {
-  const N = hs.shape[0];
-  const w = model.headWeight();
-  const maxElements = model.headChunkElements;
-  const { temperature, entropy } = options;
-  const out = headLogProbs(hs, w, targets, { temperature, entropy, maxElements });
-  const column = (t: tf.Tensor, i: number) => tf.reshape(tf.slice(t, [0, i], [N, 1]), [N]) as tf.Tensor1D;
-  const logProbs = column(out, 0);
-  const scores: { logProbs: tf.Tensor1D; entropy?: tf.Tensor1D; raw?: tf.Tensor1D } = { logProbs };
-  if (entropy) scores.entropy = column(out, 1);
-  if (options.raw)
-    scores.raw = temperature === 1 ? logProbs : column(headLogProbs(hs, w, targets, { maxElements }), 0);
-  return scores;
+  rows: readonly (readonly number[])[],
+  mask: MaskInput | undefined,
+  adapters: ScoreOptions["adapters"],
+): number {
+  if (!model.sharePrefix || mask !== undefined || rows.length < 2 || typeof adapters !== "boolean") return 0;
+  const T = rows[0]?.length ?? 0;
+  if (rows.some((r) => r.length !== T)) return 0;
+  const P = commonPrefixLength(rows);
+  return P >= Math.max(1, model.sharedPrefixMinTokens) ? P : 0;
 }
 
 /** Log-probs of `ids[:, t+1]` (and entropies, and raw log-probs) of a batch, each `[B, T-1]`. */
@@ -68,6 +50,11 @@ export function scoreTokens(
   const rows = toRows(inputIds);
   const T = rows[0]?.length ?? 0;
   if (T < 2) throw new Error("tokenLogProbs needs sequences of at least 2 tokens");
+  const P = sharedPrefixOf(model, rows, mask, options.adapters);
+  if (P > 0) {
+    checkLength(T, model.config.contextLength);
+    return tf.tidy(() => sharedPrefixScores(model, rows, P, options));
+  }
   const targets = nextTokenTargets(rows, T);
   return tf.tidy(() => {
     const { h, B } = model.forwardHidden(rows, mask, options.adapters);
