@@ -105,9 +105,9 @@ describe("Generator prefix cache", () => {
       // One 32-token prefix of this model: 2 layers x (k + v) x 1 x 2 kv-heads x 32 x head_dim floats.
       const probe = new PrefixCache({ blockSize: 16 });
       const ids = (seed: number) => Array.from({ length: 33 }, (_, t) => 1 + ((seed * 7 + t * 3) % 40));
-      const insert = (c: PrefixCache, p: number[]) => {
+      const insert = (c: PrefixCache, p: number[], scope?: string) => {
         const { cache } = m.prefillMany([p]);
-        c.insert(p, cache, 0);
+        c.insert(p, cache, 0, scope);
         for (const kv of cache) tf.dispose([kv.k, kv.v]);
       };
       insert(probe, ids(0));
@@ -132,6 +132,12 @@ describe("Generator prefix cache", () => {
       const n = cache.getStats().entries;
       insert(cache, ids(19));
       expect(cache.getStats().entries).toBe(n);
+      // Another scope (another adapter's keys/values) never matches, even for the same tokens.
+      expect(cache.match(ids(19), "other-adapter")).toBeNull();
+      const scoped = cache.getStats().entries;
+      insert(cache, ids(19), "other-adapter");
+      expect(cache.getStats().entries).toBeGreaterThan(scoped - 1);
+      expect(cache.match(ids(19), "other-adapter")?.length).toBe(32);
       cache.clear();
       expect(tf.memory().numTensors).toBe(before);
     } finally {

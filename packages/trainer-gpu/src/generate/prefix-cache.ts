@@ -38,6 +38,7 @@ export interface PrefixMatch {
 
 interface Entry {
   id: number;
+  scope: string;
   ids: readonly number[];
   /** `[1, H, ids.length, dh]` keys and values per layer. */
   kv: LayerKV[];
@@ -76,11 +77,16 @@ export class PrefixCache {
     };
   }
 
-  /** The longest cached block-aligned prefix of `prompt` shorter than the prompt, or null (counted). */
-  match(prompt: readonly number[]): PrefixMatch | null {
+  /**
+   * The longest cached block-aligned prefix of `prompt` shorter than the prompt, or null (counted). Only
+   * entries of the same `scope` match: keys and values depend on the weights that computed them, so
+   * requests served with different LoRA adapters must pass different scopes (e.g. the adapter's name).
+   */
+  match(prompt: readonly number[], scope = ""): PrefixMatch | null {
     let best: Entry | undefined;
     let bestLength = 0;
     for (const e of this.entries) {
+      if (e.scope !== scope) continue;
       const n = Math.min(e.ids.length, prompt.length - 1);
       let p = 0;
       while (p < n && e.ids[p] === prompt[p]) p++;
@@ -129,21 +135,22 @@ export class PrefixCache {
 
   /**
    * Remember the block-aligned prefix of `prompt` from `cache`, the prefill's keys/values `[n, H, T, dh]`
-   * in which `prompt` is row `row` (not taken over: the slices are copies). A prefix an entry already
-   * holds only refreshes that entry; entries the new one extends are replaced by it.
+   * in which `prompt` is row `row` (not taken over: the slices are copies), under `scope` (see `match`). A
+   * prefix an entry already holds only refreshes that entry; entries the new one extends are replaced.
    */
-  insert(prompt: readonly number[], cache: readonly LayerKV[], row: number): void {
+  insert(prompt: readonly number[], cache: readonly LayerKV[], row: number, scope = ""): void {
     const A = prompt.length - (prompt.length % this.blockSize);
     if (A === 0) return;
     const ids = prompt.slice(0, A);
     const startsWith = (long: readonly number[], short: readonly number[]) =>
       short.length <= long.length && short.every((x, i) => long[i] === x);
-    const covering = this.entries.find((e) => startsWith(e.ids, ids));
+    const mine = this.entries.filter((e) => e.scope === scope);
+    const covering = mine.find((e) => startsWith(e.ids, ids));
     if (covering) {
       covering.used = ++this.clock;
       return;
     }
-    for (const e of this.entries.filter((x) => startsWith(ids, x.ids))) this.remove(e);
+    for (const e of mine.filter((x) => startsWith(ids, x.ids))) this.remove(e);
     const kv = tf.tidy(() =>
       cache.map((c) => {
         const [, H, , dh] = c.k.shape;
@@ -158,7 +165,7 @@ export class PrefixCache {
       for (const c of kv) tf.dispose([c.k, c.v]);
       return;
     }
-    this.entries.push({ id: this.nextId++, ids, kv, bytes, used: ++this.clock });
+    this.entries.push({ id: this.nextId++, scope, ids, kv, bytes, used: ++this.clock });
     while (this.bytes > this.maxBytes) {
       const lru = this.entries.reduce((a, b) => (b.used < a.used ? b : a));
       this.remove(lru);
