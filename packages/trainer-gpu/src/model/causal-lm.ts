@@ -47,6 +47,14 @@ export interface CausalLM {
   ): { logProbs: tf.Tensor2D; entropy: tf.Tensor2D };
   prefill(ids: readonly number[]): { logits: Float32Array; cache: LayerKV[] };
   prefillMany(prompts: ReadonlyArray<readonly number[]>): { logits: Float32Array; cache: LayerKV[] };
+  /**
+   * Optional (prefix caching): `prefillMany` of prompts that all start with the tokens whose keys/values
+   * `prefix` holds (`[1, H, L, dh]` per layer), running only the positions after them.
+   */
+  prefillAfter?(
+    prefix: readonly LayerKV[],
+    prompts: ReadonlyArray<readonly number[]>,
+  ): { logits: Float32Array; cache: LayerKV[] };
   decodeStep(
     tokens: readonly number[],
     positions: readonly number[],
