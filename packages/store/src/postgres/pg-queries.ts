@@ -248,6 +248,34 @@ export class PgQueries {
     return resourcesFromPg(rows[0]!);
   }
 
+  /** The row counts of statistics(), in one round trip. */
+  async counts(): Promise<{
+    total_rollouts: number;
+    total_attempts: number;
+    total_spans: number;
+    total_resources: number;
+    total_workers: number;
+    queue_length: number;
+    watchdog_deadlines: number;
+  }> {
+    const { rows } = await this.db.query(`SELECT
+      (SELECT COUNT(*) FROM rollouts) AS rollouts, (SELECT COUNT(*) FROM attempts) AS attempts,
+      (SELECT COUNT(*) FROM spans) AS spans, (SELECT COUNT(*) FROM resources) AS resources,
+      (SELECT COUNT(*) FROM workers) AS workers,
+      (SELECT COUNT(*) FROM rollouts WHERE queue_seq IS NOT NULL) AS queued,
+      (SELECT COUNT(*) FROM rollouts WHERE deadline IS NOT NULL) AS deadlines`);
+    const n = rows[0] as Record<string, string>;
+    return {
+      total_rollouts: Number(n.rollouts),
+      total_attempts: Number(n.attempts),
+      total_spans: Number(n.spans),
+      total_resources: Number(n.resources),
+      total_workers: Number(n.workers),
+      queue_length: Number(n.queued),
+      watchdog_deadlines: Number(n.deadlines),
+    };
+  }
+
   workers(query: WorkerQuery): Promise<PaginatedResult<Worker>> {
     const { filter, page: p } = normalizeWorkerQuery(query);
     return page<Worker, Worker>(

@@ -31,7 +31,7 @@ import {
   type Worker,
 } from "@agl/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import pg from "pg";
+import type pg from "pg";
 import { z } from "zod";
 import { DurableStoreBase, type Effects, newEffects, recordEffects } from "../shared/durable-store.js";
 import { GroupCommit, type Settled } from "../shared/group-commit.js";
@@ -62,6 +62,7 @@ import {
   persistMutations,
   type Queryable,
 } from "./pg-db.js";
+import { PgListener } from "./pg-listener.js";
 import { claimRollouts, expireDue, ingestSpans, insertRollouts, updateRolloutFields } from "./pg-ops.js";
 import { PgQueries } from "./pg-queries.js";
 import { openMigratedPool } from "./pool.js";
@@ -83,7 +84,7 @@ export type PostgresStoreOptions = DurableStoreOptions & z.input<typeof Postgres
 export class PostgresLightningStore extends DurableStoreBase implements LightningStore {
   protected readonly queries: PgQueries;
   private readonly channel: string;
-  private listener: pg.Client | null = null;
+  private listener: PgListener | null = null;
   // Group commit of the hot writes: concurrent calls share one transaction and one commit.
   private readonly starts = new GroupCommit<StartRequest, AttemptedRollout>((jobs) =>
     this.batch((c, now) => startRolloutBatch(c, jobs, now)),
@@ -117,56 +118,22 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     const schema = opts.schema ?? "public";
     const pool = await openMigratedPool(url, schema, opts.poolSize ?? 10);
     const store = new PostgresLightningStore(pool, schema, opts, url);
-    if (opts.listen ?? true) await store.startListening(url);
+    if (opts.listen ?? true) {
+      const listener = new PgListener(url, store.channel, store.hub);
+      try {
+        await listener.start();
+      } catch (error) {
+        await store.close();
+        throw error;
+      }
+      store.listener = listener;
+    }
     await store.watchdog.run(nowSeconds());
     return store;
   }
 
-  /**
-   * One LISTEN connection per store serves every waiter of this process. When it drops, waiters are
-   * woken to re-read (they poll until it is back) and it reconnects with backoff.
-   */
-  private async startListening(url: string): Promise<void> {
-    const client = new pg.Client({ connectionString: url });
-    let lost = false;
-    const onLost = (reason: string) => {
-      if (lost) return;
-      lost = true;
-      if (this.listener === client) this.listener = null;
-      client.end().catch(() => {});
-      if (this.closed) return;
-      console.error(`[agl-store] postgres LISTEN connection lost (${reason}); polling until it is back`);
-      this.hub.notifyAll();
-      this.scheduleRelisten(url, 1);
-    };
-    client.on("error", (error) => onLost(error.message));
-    client.on("end", () => onLost("connection ended"));
-    client.on("notification", (msg) => {
-      if (msg.payload) this.hub.notify(msg.payload.split(","));
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${this.channel}`);
-    } catch (error) {
-      lost = true;
-      client.end().catch(() => {});
-      throw error;
-    }
-    this.listener = client;
-    // Changes committed while no one listened are picked up by this re-read.
-    this.hub.notifyAll();
-  }
-
-  private scheduleRelisten(url: string, attempt: number): void {
-    const delay = Math.min(30_000, 250 * 2 ** Math.min(attempt, 7));
-    setTimeout(() => {
-      if (this.closed || this.listener) return;
-      this.startListening(url).catch(() => this.scheduleRelisten(url, attempt + 1));
-    }, delay).unref();
-  }
-
   protected override notificationsLive(): boolean {
-    return this.listener !== null;
+    return this.listener?.live ?? false;
   }
 
   protected async enter(): Promise<void> {
@@ -260,25 +227,13 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
 
   async statistics(): Promise<StoreStatistics> {
     await this.enter();
-    const { rows } = await this.pool.query(`SELECT
-      (SELECT COUNT(*) FROM rollouts) AS rollouts, (SELECT COUNT(*) FROM attempts) AS attempts,
-      (SELECT COUNT(*) FROM spans) AS spans, (SELECT COUNT(*) FROM resources) AS resources,
-      (SELECT COUNT(*) FROM workers) AS workers,
-      (SELECT COUNT(*) FROM rollouts WHERE queue_seq IS NOT NULL) AS queued,
-      (SELECT COUNT(*) FROM rollouts WHERE deadline IS NOT NULL) AS deadlines`);
-    const n = rows[0] as Record<string, string>;
+    const counts = await this.queries.counts();
     return {
       name: "PostgresLightningStore",
-      total_rollouts: Number(n.rollouts),
-      total_attempts: Number(n.attempts),
-      total_spans: Number(n.spans),
-      total_resources: Number(n.resources),
-      total_workers: Number(n.workers),
+      ...counts,
       uptime: nowSeconds() - this.startedAt,
-      queue_length: Number(n.queued),
       watchdog_verdicts: this.verdicts,
       pending_waiters: this.waiting,
-      watchdog_deadlines: Number(n.deadlines),
       schema: this.schema,
       pool_total: this.pool.totalCount,
       pool_idle: this.pool.idleCount,
@@ -428,7 +383,7 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     if (!this.shutDown()) return;
     const listener = this.listener;
     this.listener = null;
-    await listener?.end().catch(() => {});
+    await listener?.stop();
     await this.pool.end();
   }
 }
