@@ -11,7 +11,6 @@ import {
   type AttemptedRollout,
   type AttemptPatch,
   AttemptPatchSchema,
-  capSequenceId,
   EnqueueBatchSchema,
   type EnqueueRolloutRequest,
   type LightningStore,
@@ -19,11 +18,13 @@ import {
   nowSeconds,
   parseOrThrow,
   parseSpanInput,
+  parseSpanInputs,
   type ResourcesUpdate,
   type Rollout,
   type RolloutPatch,
   RolloutPatchSchema,
   type Span,
+  type SpanInput,
   type StartRolloutRequest,
   StoreClosedError,
   type StoreStatistics,
@@ -33,6 +34,7 @@ import {
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import type pg from "pg";
 import { z } from "zod";
+import { checkAssignFlags } from "../shared/assigning-spans.js";
 import { DurableStoreBase, type Effects, newEffects, recordEffects } from "../shared/durable-store.js";
 import { GroupCommit, type Settled } from "../shared/group-commit.js";
 import { applyRolloutFields } from "../shared/patches.js";
@@ -50,21 +52,16 @@ import {
   type AttemptUpdate,
   type BatchWrite,
   ingestSpanBatch,
+  type SpanJob,
   type StartRequest,
   startRolloutBatch,
   updateAttemptBatch,
 } from "./pg-batches.js";
-import {
-  allocateSequences,
-  loadAttempts,
-  lockRollout,
-  type PersistItem,
-  persistMutations,
-  type Queryable,
-} from "./pg-db.js";
+import { lockRollout, type PersistItem, persistMutations, type Queryable } from "./pg-db.js";
 import { PgListener } from "./pg-listener.js";
-import { claimRollouts, expireDue, ingestSpans, insertRollouts, updateRolloutFields } from "./pg-ops.js";
+import { claimRollouts, expireDue, insertRollouts, updateRolloutFields } from "./pg-ops.js";
 import { PgQueries } from "./pg-queries.js";
+import { allocateSequences } from "./pg-spans.js";
 import { openMigratedPool } from "./pool.js";
 import { withTransaction } from "./transaction.js";
 
@@ -81,15 +78,22 @@ export const PostgresStoreOptionsSchema = DurableStoreOptionsSchema.extend({
 }).strict();
 export type PostgresStoreOptions = DurableStoreOptions & z.input<typeof PostgresStoreOptionsSchema>;
 
+/** The connection of a write that must run no statement besides its persisting one. */
+const noStatements: Queryable = {
+  query: () => {
+    throw new Error("a one-statement batch ran a statement of its own");
+  },
+};
+
 export class PostgresLightningStore extends DurableStoreBase implements LightningStore {
   protected readonly queries: PgQueries;
   private readonly channel: string;
   private listener: PgListener | null = null;
   // Group commit of the hot writes: concurrent calls share one transaction and one commit.
   private readonly starts = new GroupCommit<StartRequest, AttemptedRollout>((jobs) =>
-    this.batch((c, now) => startRolloutBatch(c, jobs, now)),
+    this.batch(async (_, now) => startRolloutBatch(jobs, now), { oneStatement: true }),
   );
-  private readonly spanWrites = new GroupCommit<Span[], Span[]>((jobs) =>
+  private readonly spanWrites = new GroupCommit<SpanJob, Span[]>((jobs) =>
     this.batch((c, now) => ingestSpanBatch(c, jobs, now)),
   );
   private readonly attemptUpdates = new GroupCommit<AttemptUpdate, Attempt>(
@@ -157,19 +161,28 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
 
   /**
    * One group-committed transaction: `fn` writes the batch's rows and returns its mutations, which
-   * are persisted in the same transaction; effects are published once it has committed.
+   * are persisted in the same transaction; effects are published once it has committed. With
+   * `oneStatement`, `fn` runs no statement and the persisting statement is the whole write: it runs
+   * on its own (atomic, and durable once answered) without BEGIN and COMMIT round trips.
    */
   private async batch<R>(
     fn: (c: Queryable, now: number) => Promise<BatchWrite<R>>,
+    options: { oneStatement?: boolean } = {},
   ): Promise<Array<Settled<R>>> {
     if (this.closed) throw new StoreClosedError();
     let effects = newEffects();
-    const results = await withTransaction(this.pool, async (c) => {
-      effects = newEffects();
-      const { results, items } = await fn(c, nowSeconds());
-      if (items.length > 0) await this.persist(c, effects, items);
-      return results;
-    });
+    const results = await withTransaction(
+      this.pool,
+      async (c) => {
+        effects = newEffects();
+        const write = await fn(options.oneStatement ? noStatements : c, nowSeconds());
+        const persisted =
+          write.items.length > 0 ? await this.persist(c, effects, write.items) : { latestResources: null };
+        write.after?.(persisted);
+        return write.results;
+      },
+      { begin: !options.oneStatement },
+    );
     this.publish(effects);
     return results;
   }
@@ -197,10 +210,11 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     effects: Effects,
     items: PersistItem[],
     extraPops: string[] = [],
-  ): Promise<void> {
+  ): Promise<{ latestResources: string | null }> {
     // NOTIFY (delivered at commit) wakes waiters in other processes.
-    await persistMutations(c, items, { extraPops, notifyChannel: this.channel });
+    const persisted = await persistMutations(c, items, { extraPops, notifyChannel: this.channel });
     for (const { m } of items) recordEffects(effects, m);
+    return persisted;
   }
 
   /** One watchdog pass: lock due rollouts (skipping ones another instance holds) and apply each verdict once. */
@@ -350,14 +364,16 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
   }
 
   protected writeSpans(spans: Span[]): Promise<Span[]> {
-    return this.spanWrites.submit(spans);
+    return this.spanWrites.submit({ spans });
   }
 
-  /** Store spans and persist the activity they record. */
-  private async storeSpans(c: Queryable, effects: Effects, spans: Span[]): Promise<Span[]> {
-    const { stored, items } = await ingestSpans(c, spans, nowSeconds());
-    if (items.length > 0) await this.persist(c, effects, items);
-    return stored;
+  /** Spans of which some get their sequence ids in the statement that inserts them (see pg-spans.ts). */
+  async addManySpansAssigningSequences(spans: SpanInput[], assign: readonly boolean[]): Promise<Span[]> {
+    const parsed = parseSpanInputs(spans, "spans");
+    checkAssignFlags(parsed, assign);
+    await this.enter();
+    if (parsed.length === 0) return [];
+    return this.spanWrites.submit({ spans: parsed, assign: [...assign] });
   }
 
   protected writeOtelSpan(
@@ -366,12 +382,10 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     span: ReadableSpan,
     seq: number | undefined,
   ): Promise<Span | null> {
-    return this.write(async (c, effects) => {
-      await loadAttempts(c, [{ loaded: await lockRollout(c, rid), aid }]);
-      const sequence = seq ?? capSequenceId((await allocateSequences(c, new Map([[rid, 1]]))).get(rid)!);
-      const converted = spanFromReadable(span, { rolloutId: rid, attemptId: aid, sequenceId: sequence });
-      return (await this.storeSpans(c, effects, [parseSpanInput(converted, "span")]))[0] ?? null;
-    });
+    // Without a sequence id: a placeholder, replaced by the next id where the span is inserted.
+    const converted = spanFromReadable(span, { rolloutId: rid, attemptId: aid, sequenceId: seq ?? 0 });
+    const parsed = parseSpanInput(converted, "span");
+    return this.spanWrites.submit({ spans: [parsed], assign: [seq === undefined] }).then((s) => s[0] ?? null);
   }
 
   /** Concurrent reservations share one atomic statement (it returns each rollout's last id). */
