@@ -30,7 +30,11 @@ const cluster = await startPostgresCluster({
 const admin = new pg.Client({ connectionString: cluster.url });
 await admin.connect();
 await admin.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
-console.log(`profile of ${ROOT}; load average at start ${loadavg().map((l) => l.toFixed(1)).join(" / ")}`);
+console.log(
+  `profile of ${ROOT}; load average at start ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(" / ")}`,
+);
 
 interface CpuProfile {
   nodes: Array<{ id: number; callFrame: { functionName: string; url: string; lineNumber: number } }>;
@@ -56,7 +60,8 @@ function summarize(file: string, per: number, unit: string): void {
   const profile = JSON.parse(readFileSync(file, "utf8")) as CpuProfile;
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const self = new Map<number, number>();
-  profile.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000));
+  for (const [i, id] of profile.samples.entries())
+    self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000);
   const byPackage = new Map<string, number>();
   const byFunction = new Map<string, number>();
   let total = 0;
@@ -72,7 +77,9 @@ function summarize(file: string, per: number, unit: string): void {
   const table = (title: string, m: Map<string, number>, n: number) => {
     console.log(`\n| ${title} | self ms/${unit} | share |\n|---|---:|---:|`);
     for (const [k, ms] of [...m].sort((a, b) => b[1] - a[1]).slice(0, n))
-      console.log(`| ${k.replaceAll("|", "\\|")} | ${(ms / per).toFixed(3)} | ${((100 * ms) / total).toFixed(1)}% |`);
+      console.log(
+        `| ${k.replaceAll("|", "\\|")} | ${(ms / per).toFixed(3)} | ${((100 * ms) / total).toFixed(1)}% |`,
+      );
   };
   console.log(`\nserver busy (non-idle) samples: ${(total / per).toFixed(2)} ms/${unit}`);
   table("package (self time)", byPackage, 20);
@@ -91,7 +98,9 @@ async function statements(per: number, unit: string): Promise<void> {
      ORDER BY total_exec_time DESC LIMIT 25`,
   );
   const sum = rows.reduce((s, r) => s + r.total, 0);
-  console.log(`\n| statement | calls/${unit} | exec ms/${unit} | share | rows/call |\n|---|---:|---:|---:|---:|`);
+  console.log(
+    `\n| statement | calls/${unit} | exec ms/${unit} | share | rows/call |\n|---|---:|---:|---:|---:|`,
+  );
   for (const r of rows) {
     const q = r.query.length > 140 ? `${r.query.slice(0, 140)}…` : r.query;
     console.log(
@@ -116,7 +125,9 @@ async function profiled(
   await work(new URL(server.url));
   const seconds = (performance.now() - t0) / 1000;
   const cpu = (await server.usage()).cpu_ms - cpu0;
-  console.log(`\n## ${title}\n\n${(seconds / per).toFixed(4)} s/${unit}; server CPU ${(cpu / per).toFixed(2)} ms/${unit}`);
+  console.log(
+    `\n## ${title}\n\n${(seconds / per).toFixed(4)} s/${unit}; server CPU ${(cpu / per).toFixed(2)} ms/${unit}`,
+  );
   await statements(per, unit);
   await server.stop();
   const file = readdirSync(dir).find((f) => f.endsWith(".cpuprofile"));
@@ -125,8 +136,11 @@ async function profiled(
   await admin.query("TRUNCATE rollouts, attempts, spans, span_sequences, workers");
 }
 
-await profiled(`rollout scenario, ${ROLLOUTS} rollouts, ${CONCURRENCY} clients`, ROLLOUTS, "rollout", (base) =>
-  runPool(ROLLOUTS, CONCURRENCY, (task) => pythonRollout(base, task)).then(() => {}),
+await profiled(
+  `rollout scenario, ${ROLLOUTS} rollouts, ${CONCURRENCY} clients`,
+  ROLLOUTS,
+  "rollout",
+  (base) => runPool(ROLLOUTS, CONCURRENCY, (task) => pythonRollout(base, task)).then(() => {}),
 );
 await profiled(
   `single-span OTLP, ${OTLP_ROLLOUTS} rollouts × ${OTLP_SPANS} requests, one runner`,
@@ -136,6 +150,10 @@ await profiled(
     for (let i = 0; i < OTLP_ROLLOUTS; i++) await otlpRollout(base, i, OTLP_SPANS);
   },
 );
-console.log(`\nload average at end ${loadavg().map((l) => l.toFixed(1)).join(" / ")}`);
+console.log(
+  `\nload average at end ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(" / ")}`,
+);
 await admin.end();
 cluster.stop();
