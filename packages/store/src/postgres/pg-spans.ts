@@ -5,6 +5,7 @@
  * own before the insert.
  */
 import { MAX_SPAN_SEQUENCE_ID, type Span } from "@agl/core";
+import type { Settled } from "../shared/group-commit.js";
 import { toJsonRequired } from "../shared/schemas.js";
 import { key, type Queryable } from "./pg-db.js";
 
@@ -96,4 +97,26 @@ export async function allocateSequences(
     values: [[...counts.keys()], [...counts.values()]],
   });
   return new Map(rows.map((r) => [r.rollout_id, r.value]));
+}
+
+/**
+ * The sequence blocks of several reservations in one atomic statement: each call gets, per rollout,
+ * the first id of its block, blocks following each other in call order.
+ */
+export async function allocateBlocks(
+  c: Queryable,
+  jobs: ReadonlyArray<Map<string, number>>,
+): Promise<Array<Settled<Map<string, number>>>> {
+  const totals = new Map<string, number>();
+  for (const counts of jobs) for (const [rid, n] of counts) totals.set(rid, (totals.get(rid) ?? 0) + n);
+  const last = await allocateSequences(c, totals);
+  const next = new Map([...totals].map(([rid, n]) => [rid, last.get(rid)! - n + 1]));
+  return jobs.map((counts) => {
+    const firsts = new Map<string, number>();
+    for (const [rid, n] of counts) {
+      firsts.set(rid, next.get(rid)!);
+      next.set(rid, next.get(rid)! + n);
+    }
+    return { ok: true, value: firsts };
+  });
 }

@@ -61,7 +61,7 @@ import { lockRollout, type PersistItem, persistMutations, type Queryable } from 
 import { PgListener } from "./pg-listener.js";
 import { claimRollouts, expireDue, insertRollouts, updateRolloutFields } from "./pg-ops.js";
 import { PgQueries } from "./pg-queries.js";
-import { allocateSequences } from "./pg-spans.js";
+import { allocateBlocks } from "./pg-spans.js";
 import { openMigratedPool } from "./pool.js";
 import { withTransaction } from "./transaction.js";
 
@@ -102,7 +102,7 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     { key: (u) => u.rid },
   );
   private readonly sequenceBlocks = new GroupCommit<Map<string, number>, Map<string, number>>((jobs) =>
-    this.allocateBlocks(jobs),
+    allocateBlocks(this.pool, jobs),
   );
 
   private constructor(
@@ -185,24 +185,6 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     );
     this.publish(effects);
     return results;
-  }
-
-  /** Sequence blocks of several calls in one atomic statement; each call gets its blocks in call order. */
-  private async allocateBlocks(
-    jobs: ReadonlyArray<Map<string, number>>,
-  ): Promise<Array<Settled<Map<string, number>>>> {
-    const totals = new Map<string, number>();
-    for (const counts of jobs) for (const [rid, n] of counts) totals.set(rid, (totals.get(rid) ?? 0) + n);
-    const last = await allocateSequences(this.pool, totals);
-    const next = new Map([...totals].map(([rid, n]) => [rid, last.get(rid)! - n + 1]));
-    return jobs.map((counts) => {
-      const firsts = new Map<string, number>();
-      for (const [rid, n] of counts) {
-        firsts.set(rid, next.get(rid)!);
-        next.set(rid, next.get(rid)! + n);
-      }
-      return { ok: true, value: firsts };
-    });
   }
 
   private async persist(
