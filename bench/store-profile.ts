@@ -25,7 +25,11 @@ const OTLP_SPANS = Number(process.env.PROFILE_OTLP_SPANS ?? 200);
 
 const cluster = await startPostgresCluster({
   durable: true,
-  settings: ["shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track_utility=on"],
+  settings: [
+    "shared_preload_libraries=pg_stat_statements",
+    "pg_stat_statements.track_utility=on",
+    "pg_stat_statements.track_planning=on",
+  ],
 });
 const admin = new pg.Client({ connectionString: cluster.url });
 await admin.connect();
@@ -91,9 +95,11 @@ async function statements(per: number, unit: string): Promise<void> {
     query: string;
     calls: string;
     total: number;
+    plan: number;
     rows: string;
   }>(
-    `SELECT regexp_replace(query, '\\s+', ' ', 'g') AS query, calls, total_exec_time AS total, rows
+    `SELECT regexp_replace(query, '\\s+', ' ', 'g') AS query, calls, total_exec_time AS total,
+       total_plan_time AS plan, rows
      FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
      ORDER BY total_exec_time DESC LIMIT 25`,
   );
@@ -104,7 +110,7 @@ async function statements(per: number, unit: string): Promise<void> {
   for (const r of rows) {
     const q = r.query.length > 140 ? `${r.query.slice(0, 140)}…` : r.query;
     console.log(
-      `| \`${q.replaceAll("|", "\\|")}\` | ${(Number(r.calls) / per).toFixed(2)} | ${(r.total / per).toFixed(3)} | ${((100 * r.total) / sum).toFixed(1)}% | ${(Number(r.rows) / Number(r.calls)).toFixed(1)} |`,
+      `| \`${q.replaceAll("|", "\\|")}\` | ${(Number(r.calls) / per).toFixed(2)} | ${(r.total / per).toFixed(3)} | ${(r.plan / per).toFixed(3)} | ${((100 * r.total) / sum).toFixed(1)}% | ${(Number(r.rows) / Number(r.calls)).toFixed(1)} |`,
     );
   }
 }

@@ -28,14 +28,39 @@ export async function insertSpans(
   spans: readonly Span[],
   assign: readonly boolean[],
 ): Promise<Map<string, number>> {
+  const values = [
+    spans.map((s) => s.rollout_id),
+    spans.map((s) => s.attempt_id),
+    spans.map((s) => s.sequence_id),
+    spans.map((s) => s.trace_id),
+    spans.map((s) => s.span_id),
+    spans.map((s) => s.parent_id),
+    spans.map((s) => s.name),
+    spans.map((s) => s.start_time),
+    spans.map((s) => s.end_time),
+    spans.map((s) => toJsonRequired(s, "span")),
+  ];
+  // Spans that all carry their ids (the Python client's add_span) take the simpler statement.
+  const assigning = assign.some(Boolean);
   const { rows } = await c.query<{
     rollout_id: string;
     attempt_id: string;
     span_id: string;
     sequence_id: number;
-  }>({
-    name: "agl_insert_spans_assigning",
-    text: `WITH t AS (
+  }>(
+    assigning
+      ? {
+          name: "agl_insert_spans_assigning",
+          text: INSERT_ASSIGNING,
+          values: [...values, spans.map((_, i) => assign[i] === true)],
+        }
+      : { name: "agl_insert_spans", text: INSERT_GIVEN, values },
+  );
+  return new Map(rows.map((r) => [spanKey(r), r.sequence_id]));
+}
+
+/** Spans with their ids, some (`assign`) to be handed out here: see insertSpans. */
+const INSERT_ASSIGNING = `WITH t AS (
        SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[],
          $8::float8[], $9::float8[], $10::text[], $11::bool[])
          WITH ORDINALITY AS t(rid, aid, seq, tid, sid, pid, name, st, et, data, assign, ord)
@@ -62,23 +87,23 @@ export async function insertSpans(
        SELECT rollout_id, MAX(sequence_id) FROM ins WHERE rollout_id NOT IN (SELECT rid FROM need) GROUP BY rollout_id
        ON CONFLICT (rollout_id) DO UPDATE SET value = GREATEST(span_sequences.value, EXCLUDED.value)
      )
-     SELECT rollout_id, attempt_id, span_id, sequence_id FROM ins`,
-    values: [
-      spans.map((s) => s.rollout_id),
-      spans.map((s) => s.attempt_id),
-      spans.map((s) => s.sequence_id),
-      spans.map((s) => s.trace_id),
-      spans.map((s) => s.span_id),
-      spans.map((s) => s.parent_id),
-      spans.map((s) => s.name),
-      spans.map((s) => s.start_time),
-      spans.map((s) => s.end_time),
-      spans.map((s) => toJsonRequired(s, "span")),
-      spans.map((_, i) => assign[i] === true),
-    ],
-  });
-  return new Map(rows.map((r) => [spanKey(r), r.sequence_id]));
-}
+     SELECT rollout_id, attempt_id, span_id, sequence_id FROM ins`;
+
+/** Spans that all carry their ids: insert, and raise each rollout's counter to the highest stored. */
+const INSERT_GIVEN = `WITH ins AS (
+       INSERT INTO spans (rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, data)
+       SELECT rid, aid, seq, tid, sid, pid, name, st, et, data::jsonb
+       FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::float8[], $9::float8[], $10::text[])
+         WITH ORDINALITY AS t(rid, aid, seq, tid, sid, pid, name, st, et, data, ord)
+       ORDER BY ord
+       ON CONFLICT (rollout_id, attempt_id, span_id) DO NOTHING
+       RETURNING rollout_id, attempt_id, span_id, sequence_id
+     ), bump AS (
+       INSERT INTO span_sequences (rollout_id, value)
+       SELECT rollout_id, MAX(sequence_id) FROM ins GROUP BY rollout_id
+       ON CONFLICT (rollout_id) DO UPDATE SET value = GREATEST(span_sequences.value, EXCLUDED.value)
+     )
+     SELECT rollout_id, attempt_id, span_id, sequence_id FROM ins`;
 
 /**
  * Allocate `count` consecutive sequence ids per rollout atomically; returns the last one of each. The
