@@ -93,11 +93,8 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
   private readonly starts = new GroupCommit<StartRequest, AttemptedRollout>((jobs) =>
     this.batch(async (_, now) => startRolloutBatch(jobs, now), { oneStatement: true }),
   );
-  // Two span batches in flight: one exporter's request need not wait for another's commit (batches
-  // touching one rollout still serialise on its row lock, taken in id order).
-  private readonly spanWrites = new GroupCommit<SpanJob, Span[]>(
-    (jobs) => this.batch((c, now) => ingestSpanBatch(c, jobs, now)),
-    { maxInFlight: 2 },
+  private readonly spanWrites = new GroupCommit<SpanJob, Span[]>((jobs) =>
+    this.batch((c, now) => ingestSpanBatch(c, jobs, now)),
   );
   private readonly attemptUpdates = new GroupCommit<AttemptUpdate, Attempt>(
     (jobs) => this.batch((c, now) => updateAttemptBatch(c, jobs, now)),
