@@ -105,7 +105,7 @@ async function statements(per: number, unit: string): Promise<void> {
   );
   const sum = rows.reduce((s, r) => s + r.total, 0);
   console.log(
-    `\n| statement | calls/${unit} | exec ms/${unit} | share | rows/call |\n|---|---:|---:|---:|---:|`,
+    `\n| statement | calls/${unit} | exec ms/${unit} | plan ms/${unit} | share of exec | rows/call |\n|---|---:|---:|---:|---:|---:|`,
   );
   for (const r of rows) {
     const q = r.query.length > 140 ? `${r.query.slice(0, 140)}…` : r.query;
