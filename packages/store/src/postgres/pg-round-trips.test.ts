@@ -90,7 +90,13 @@ describe("PostgreSQL: start_rollout in one statement", () => {
     const { store, schema } = await openStore();
     try {
       const res = await store.addResources({
-        llm: { resource_type: "llm", endpoint: "http://x", model: "m" },
+        llm: {
+          resource_type: "llm",
+          endpoint: "http://x",
+          model: "m",
+          api_key: null,
+          sampling_parameters: {},
+        },
       });
       const counted = countTransactions();
       let started: Awaited<ReturnType<typeof store.startRollout>>;
