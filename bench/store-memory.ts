@@ -12,7 +12,7 @@
  * against that build first, so before/after come from one run.
  *
  *   pnpm exec tsx bench/store-memory.ts   (env: BENCH_BURSTS=3, BENCH_ONLY=postgres,sqlite,
- *     BENCH_BASELINE_ROOT, BENCH_MEMORY_MB=30)
+ *     BENCH_BODIES=deep[,wide], BENCH_BASELINE_ROOT, BENCH_MEMORY_MB=30)
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -26,6 +26,8 @@ const BURSTS = Number(process.env.BENCH_BURSTS ?? 3);
 const BODY_MB = Number(process.env.BENCH_MEMORY_MB ?? 30);
 const BASELINE = process.env.BENCH_BASELINE_ROOT;
 const ONLY = (process.env.BENCH_ONLY ?? "postgres,sqlite").split(",").filter(Boolean);
+/** Body kinds to send (deep by default: the case; wide takes the old build minutes per burst). */
+const KINDS = (process.env.BENCH_BODIES ?? "deep").split(",").filter(Boolean);
 const PARALLEL = 4;
 const MiB = 2 ** 20;
 
@@ -192,7 +194,7 @@ const rows: Row[] = [];
 const loadAtStart = loadavg();
 try {
   for (const backend of ["postgres", "sqlite"].filter((b) => ONLY.includes(b)))
-    for (const kind of Object.keys(bodies))
+    for (const kind of KINDS)
       for (const build of builds) {
         const row = await run(build, backend, kind);
         rows.push(row);
