@@ -42,13 +42,13 @@ describe("deep JSON bodies", () => {
     const body = deepArrays();
     const decoded: number[] = [];
     const parsed: number[] = [];
-    const toString = Buffer.prototype.toString;
+    const decode = Buffer.prototype.toString;
     const parse = JSON.parse;
     const decodeSpy = vi.spyOn(Buffer.prototype, "toString").mockImplementation(function (
       this: Buffer,
-      ...args: Parameters<Buffer["toString"]>
+      ...args: unknown[]
     ) {
-      const text = toString.apply(this, args);
+      const text = decode.apply(this, args as Parameters<Buffer["toString"]>);
       decoded.push(text.length);
       return text;
     });
