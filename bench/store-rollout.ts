@@ -273,8 +273,9 @@ try {
   );
   for (let repeat = 0; PARTS.includes("rollout") && repeat < REPEATS; repeat++) {
     for (const backend of backends) {
-      // before and after back to back, so both see the same machine load.
-      for (const build of builds) {
+      // before and after back to back, so both see the same machine load; which goes first alternates
+      // (a run warms caches and the page cache for the next).
+      for (const build of repeat % 2 === 0 ? builds : [...builds].reverse()) {
         const m = await measure(
           build,
           backend,

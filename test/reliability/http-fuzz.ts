@@ -147,7 +147,18 @@ function requestArbitrary(o: FuzzOptions): fc.Arbitrary<Req> {
         ),
         { maxLength: 3 },
       ),
-      bodyKind: fc.constantFrom("valid", "mutated", "mutated", "mutated", "value", "garbage", "none"),
+      bodyKind: fc.constantFrom(
+        "valid",
+        "mutated",
+        "mutated",
+        "mutated",
+        "value",
+        "garbage",
+        "none",
+        "deep-raw",
+        "nul-key",
+      ),
+      deepLevels: fc.integer({ min: 40_000, max: 1_000_000 }),
       pick: fc.nat(),
       value: nastyValue,
       key: nastyString,
@@ -156,7 +167,7 @@ function requestArbitrary(o: FuzzOptions): fc.Arbitrary<Req> {
         fc.constantFrom("{", "[1,", "null", '{"a":1}x', "\u0000"),
       ),
     })
-    .map(({ route, idPick, query, bodyKind, pick, value, key, garbage }) => {
+    .map(({ route, idPick, query, bodyKind, pick, value, key, garbage, deepLevels }) => {
       const known = o.ids();
       let i = 0;
       let path = route.path.replace(/:[a-z]+/g, () => {
@@ -176,6 +187,11 @@ function requestArbitrary(o: FuzzOptions): fc.Arbitrary<Req> {
         else if (bodyKind === "mutated") body = safeJson(mutate(base, pick, value, key));
         else if (bodyKind === "value") body = safeJson(value);
         else if (bodyKind === "garbage") body = garbage;
+        // 80 KB to 2 MB of nested arrays: over the size where servers scan the depth before parsing.
+        else if (bodyKind === "deep-raw") body = "[".repeat(deepLevels) + "]".repeat(deepLevels);
+        // A NUL inside an object key, at some path of a valid body (context, resource, input...).
+        else if (bodyKind === "nul-key")
+          body = safeJson(mutate(base, pick, { "k\u0000ey": value }, `a\u0000${key}`));
       }
       return { route, path, body, contentType: route.contentType ?? "application/json" };
     });
@@ -230,3 +246,14 @@ export async function fuzzHttp(o: FuzzOptions): Promise<FuzzResult> {
   );
   return result;
 }
+
+/**
+ * A short fuzz run of another seed before "idle" memory is measured: every route's code (handlers,
+ * schemas, error paths) is compiled on first use, which is growth of a fresh process, not memory the
+ * fuzz run leaves behind. A server in service is warm; its idle is measured warm.
+ */
+export async function warmUp(o: FuzzOptions): Promise<void> {
+  await fuzzHttp({ ...o, numRuns: FUZZ_WARM_UP, seed: o.seed + 1, path: undefined });
+}
+
+export const FUZZ_WARM_UP = 200;

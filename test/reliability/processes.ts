@@ -6,6 +6,7 @@ import { freePort } from "../support/postgres.js";
 export class RestartableStore {
   child: (Child & { url: string }) | null = null;
   restarts = 0;
+  freezes = 0;
   private constructor(
     readonly db: string,
     readonly port: number,
@@ -15,6 +16,10 @@ export class RestartableStore {
     const store = new RestartableStore(db, await freePort());
     await store.spawn();
     return store;
+  }
+
+  get pid(): number {
+    return this.child?.proc.pid ?? 0;
   }
 
   get url(): string {
@@ -42,20 +47,26 @@ export class RestartableStore {
     this.restarts++;
   }
 
+  /**
+   * An outage that keeps the process and its memory: SIGSTOP, then SIGCONT after `ms`. The in-memory
+   * backend loses everything on a kill, so its soak takes the store away this way instead; clients
+   * time out and retry, heartbeats go unanswered, and the watchdog wakes to stale heartbeats.
+   */
+  async freeze(ms: number): Promise<void> {
+    const proc = this.child?.proc;
+    if (!proc) return;
+    proc.kill("SIGSTOP");
+    await new Promise((r) => setTimeout(r, ms));
+    proc.kill("SIGCONT");
+    this.freezes++;
+  }
+
   async kill(): Promise<void> {
     const child = this.child;
     this.child = null;
     if (!child) return;
     child.proc.kill("SIGKILL");
     await child.exited;
-  }
-
-  /** Resident memory of the server process in bytes (Linux /proc). */
-  async rssBytes(): Promise<number> {
-    const pid = this.child?.proc.pid;
-    if (!pid) return 0;
-    const status = (await import("node:fs")).readFileSync(`/proc/${pid}/status`, "utf8");
-    return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
   }
 }
 

@@ -16,10 +16,20 @@ const expectClean = (r: Awaited<ReturnType<typeof runSoak>>) => {
   // Fifty attempts each: every rollout gets through the chaos.
   expect(r.succeeded).toBe(SOAK.rollouts);
   expect(r.workerKills).toBe(SOAK.workerKills);
-  expect(r.storeRestarts).toBe(SOAK.storeRestarts);
+  expect(r.storeRestarts + r.storeFreezes).toBe(SOAK.storeRestarts);
 };
 
 describe("soak: SIGKILLed workers and store restarts", () => {
+  it(
+    "memory (store frozen with SIGSTOP instead of killed): no lost, doubled or stuck rollout, no succeeded attempt without its spans",
+    async () => {
+      const result = await runSoak({ db: "memory", ...SOAK, storeOutage: "freeze" });
+      await report("soak-memory", { ...result });
+      expectClean(result);
+    },
+    SOAK.timeoutMs + 120_000,
+  );
+
   it(
     "SQLite: no lost, doubled or stuck rollout, no succeeded attempt without its spans",
     async () => {

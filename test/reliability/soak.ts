@@ -16,6 +16,12 @@ export interface SoakOptions {
   storeRestarts: number;
   attemptTimeoutSeconds: number;
   timeoutMs: number;
+  /**
+   * How the store is taken away `storeRestarts` times: "kill" (SIGKILL, restart on the same database
+   * and port; the default) or "freeze" (SIGSTOP for 2-12 s, then SIGCONT: the in-memory backend,
+   * which a kill would wipe).
+   */
+  storeOutage?: "kill" | "freeze";
 }
 
 export interface SoakResult {
@@ -30,7 +36,10 @@ export interface SoakResult {
   succeededWithoutSpans: number;
   workerKills: number;
   storeRestarts: number;
+  storeFreezes: number;
   attempts: number;
+  /** Attempts by final status: `unresponsive` and `failed` (superseded) show the retry paths were taken. */
+  attemptStatuses: Record<string, number>;
   seconds: number;
 }
 
@@ -49,11 +58,12 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
         input: { i: i + k, sleepMs: 10 + ((i + k) % 5) * 10 },
         config: {
           max_attempts: 50,
-          // Not "unresponsive": an attempt marked unresponsive during a store outage may still
-          // succeed afterwards (unresponsive -> succeeded is legal), which with a retry already
-          // started gives the rollout a second succeeded attempt. A killed worker's attempt times out.
-          retry_condition: ["failed", "timeout"] as Attempt["status"][],
+          // "unresponsive" too: an attempt marked unresponsive (its heartbeats lost in a store
+          // outage) and retried may still succeed afterwards; the store lets that late success win
+          // and supersedes the retry, so the rollout still has exactly one succeeded attempt.
+          retry_condition: ["failed", "timeout", "unresponsive"] as Attempt["status"][],
           timeout_seconds: o.attemptTimeoutSeconds,
+          unresponsive_seconds: Math.max(3, Math.floor(o.attemptTimeoutSeconds / 3)),
         },
       }));
       enqueued.push(...(await client.enqueueManyRollouts(batch)));
@@ -93,7 +103,10 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
         if (left <= target) break;
         await sleep(50);
       }
-      if (event === "store") {
+      if (event === "store" && o.storeOutage === "freeze") {
+        // Up to 12 s: longer than the workers' 10 s request timeout and the 5 s unresponsive limit.
+        await store.freeze(2000 + Math.random() * 10_000);
+      } else if (event === "store") {
         await store.killAndRestart(300 + Math.random() * 700);
       } else {
         const index = Math.floor(Math.random() * workers.length);
@@ -116,6 +129,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       ...(await check(client, enqueued)),
       workerKills,
       storeRestarts: store.restarts,
+      storeFreezes: store.freezes,
       seconds: Math.round((performance.now() - started) / 100) / 10,
     };
   } finally {
@@ -129,7 +143,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
 async function check(
   client: LightningStoreClient,
   enqueued: Rollout[],
-): Promise<Omit<SoakResult, "workerKills" | "storeRestarts" | "seconds">> {
+): Promise<Omit<SoakResult, "workerKills" | "storeRestarts" | "storeFreezes" | "seconds">> {
   const all = (await client.queryRollouts({ limit: -1 })).items;
   const byId = new Map(all.map((r) => [r.rollout_id, r]));
   const inputs = new Map<number, number>();
@@ -145,6 +159,7 @@ async function check(
   for (const r of all) if ((inputs.get((r.input as { i: number }).i) ?? 0) > 1) doubledIds.push(r.rollout_id);
   let succeededWithoutSpans = 0;
   let attempts = 0;
+  const attemptStatuses: Record<string, number> = {};
   for (const e of enqueued) {
     const r = byId.get(e.rollout_id);
     if (!r) {
@@ -155,6 +170,7 @@ async function check(
     if (r.status === "failed") failed++;
     const tried = (await client.queryAttempts(r.rollout_id, { limit: -1 })).items;
     attempts += tried.length;
+    for (const a of tried) attemptStatuses[a.status] = (attemptStatuses[a.status] ?? 0) + 1;
     const wins = tried.filter((a) => a.status === "succeeded");
     if (wins.length > 1) doubledIds.push(`${r.rollout_id} (${wins.length} succeeded attempts)`);
     if (r.status !== "succeeded") continue;
@@ -176,5 +192,6 @@ async function check(
     stuck,
     succeededWithoutSpans,
     attempts,
+    attemptStatuses,
   };
 }

@@ -17,6 +17,8 @@ const PG_BIN = process.env.PG_BIN ?? "/usr/lib/postgresql/15/bin";
 export interface StartOptions {
   /** Keep fsync and synchronous commits on (benchmarks); tests turn them off for speed. */
   durable?: boolean;
+  /** Extra server settings (`name=value`), e.g. shared_preload_libraries=pg_stat_statements for profiling. */
+  settings?: readonly string[];
 }
 
 let started: Promise<string> | null = null;
@@ -53,6 +55,7 @@ export async function startPostgresCluster(
     `-c unix_socket_directories=${dir}`,
     "-c max_connections=200",
     ...(options.durable ? [] : ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]),
+    ...(options.settings ?? []).map((s) => `-c ${s}`),
   ].join(" ");
   runPg("pg_ctl", ["-D", data, "-l", join(dir, "log"), "-w", "-o", settings, "start"]);
   let stopped = false;

@@ -32,6 +32,8 @@ export const MODEL_SHAPE = {
   maxPositionEmbeddings: 512,
 } as const;
 
+export type ModelShape = { [K in keyof typeof MODEL_SHAPE]: number };
+
 export const MODEL_NAME = "calc-agent-qwen3";
 
 /** Texts whose encoding the trimmed tokenizer must keep: the rendered transcripts of every kind of turn. */
@@ -55,7 +57,11 @@ export function taskTokenizer(): TrimmedTokenizer {
 }
 
 /** Write the untrained checkpoint to `dir` (weights drawn from `seed`). */
-export async function writeInitialCheckpoint(dir: string, seed: number): Promise<{ vocabSize: number }> {
+export async function writeInitialCheckpoint(
+  dir: string,
+  seed: number,
+  shape: ModelShape = MODEL_SHAPE,
+): Promise<{ vocabSize: number }> {
   const tok = taskTokenizer();
   const idOf = (content: string) => tok.tokenizerJson.added_tokens.find((t) => t.content === content)!.id;
   const endOfText = idOf("<|endoftext|>");
@@ -66,7 +72,7 @@ export async function writeInitialCheckpoint(dir: string, seed: number): Promise
     family: "qwen3",
     seed,
     vocabSize,
-    ...MODEL_SHAPE,
+    ...shape,
     tieWordEmbeddings: true,
     configStyle: "v5",
     initStd: 0.02,

@@ -1,6 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { calculate } from "./calculator.js";
-import { chainedSolution, demonstrations, expressionOf, makeSplits, problemKey } from "./dataset.js";
+import {
+  CALCULATOR_TOOL,
+  chainedSolution,
+  demonstrations,
+  expressionOf,
+  makeSplits,
+  problemKey,
+} from "./dataset.js";
 
 describe("calc-agent dataset", () => {
   const splits = makeSplits({ train: 300, demo: 200, val: 50, test: 50 }, 3);
@@ -31,6 +38,10 @@ describe("calc-agent dataset", () => {
     expect([...ops].sort()).toEqual(["*+", "*-", "+-", "-+"]);
     // Multi-digit intermediate results: copying one into the next call is copying several tokens.
     expect(all.filter((p) => p.steps[1].a >= 100).length / all.length).toBeGreaterThan(0.5);
+  });
+
+  it("offers a tool whose schema holds no number (the only numbers in a prompt are the problem's and the results)", () => {
+    expect(JSON.stringify(CALCULATOR_TOOL)).not.toMatch(/\d/);
   });
 
   it("is deterministic for a seed", () => {

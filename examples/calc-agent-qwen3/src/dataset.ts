@@ -27,14 +27,19 @@ export interface Problem {
 const NAMES = ["Ann", "Bob", "Sue", "Tom", "Kim", "Max"];
 const ITEMS = ["pens", "cups", "eggs", "cards", "books"];
 
+/**
+ * The tool as the request offers it. No digits in its schema: the chat template renders it into every
+ * prompt, and a number there (an example like "72-17") is one more number the model can learn to copy
+ * into its calls instead of the question's.
+ */
 export const CALCULATOR_TOOL: ChatCompletionTool = {
   type: "function",
   function: {
     name: "calculator",
-    description: "One operation on two whole numbers.",
+    description: "One operation (a+b, a-b or a*b) on two whole numbers.",
     parameters: {
       type: "object",
-      properties: { expr: { type: "string", description: "e.g. 72-17" } },
+      properties: { expr: { type: "string" } },
       required: ["expr"],
     },
   },

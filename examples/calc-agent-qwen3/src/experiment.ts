@@ -23,6 +23,7 @@ import {
 } from "@agl/trainer-gpu";
 import { calcAgent, type SolveOptions } from "./agent.js";
 import { writeInitialCheckpoint } from "./checkpoint.js";
+import { type CopyAccuracy, copyAccuracy } from "./copy-accuracy.js";
 import { type Demo, demonstrations, type Problem, type Splits } from "./dataset.js";
 import { type EvalResult, evaluatePolicy } from "./evaluate.js";
 
@@ -101,6 +102,9 @@ export async function heldOut(
 export const describeHeldOut = (h: HeldOut) =>
   `greedy ${pct(h.greedy.accuracy)} (two calls ${pct(h.greedy.chained)}), sampled ${pct(h.sampled.accuracy)} (two calls ${pct(h.sampled.chained)})`;
 
+export const describeCopy = (c: CopyAccuracy) =>
+  `digits copied ${pct(c.all)} (first call ${pct(c.first)}, carried result ${pct(c.carried)}, second operand ${pct(c.second)}, answer ${pct(c.answer)})`;
+
 export interface SftSettings {
   batchSize: number;
   learningRate: number;
@@ -137,6 +141,8 @@ export interface SftCurvePoint {
   loss: number;
   /** Loss on demonstrations for the validation problems (never trained on). */
   valLoss: number;
+  /** Teacher-forced digit accuracy on two-call solutions of the same validation problems. */
+  copy: CopyAccuracy;
   val: HeldOut;
 }
 
@@ -198,7 +204,8 @@ export async function sftToPlateau(
     });
     const loss = res.losses.at(-1)!;
     const valLoss = sftLoss(policy.model, valDemos.slice(0, o.valLossExamples), { template }).loss;
-    curve.push({ step: steps, loss, valLoss, val });
+    const copy = copyAccuracy(policy.model, template, splits.val.slice(0, o.valLossExamples));
+    curve.push({ step: steps, loss, valLoss, copy, val });
     const better = !best || heldOutScore(val) > heldOutScore(best.val);
     if (better) {
       best?.weights.dispose();
@@ -210,7 +217,7 @@ export async function sftToPlateau(
     if (clearlyBetter) bestScoreForPatience = heldOutScore(val);
     sinceBest = clearlyBetter || lossImproved ? 0 : sinceBest + 1;
     o.log(
-      `[calc-agent] SFT step ${steps}${cooled ? " (after the cool-down)" : ""}: loss ${loss.toFixed(3)}, validation loss ${valLoss.toFixed(3)}; validation ${describeHeldOut(val)}${better ? " (best so far)" : ""}`,
+      `[calc-agent] SFT step ${steps}${cooled ? " (after the cool-down)" : ""}: loss ${loss.toFixed(3)}, validation loss ${valLoss.toFixed(3)}, ${describeCopy(copy)}; validation ${describeHeldOut(val)}${better ? " (best so far)" : ""}`,
     );
   }
   policy.model.setWeightsFrom(best!.weights);

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from "node:http";
+import { bodyNestsTooDeep, MAX_BODY_NESTING_DEPTH } from "@agl/core";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
@@ -59,7 +60,11 @@ async function jsonBody<S extends z.ZodType>(
 ): Promise<{ ok: true; value: z.output<S> } | { ok: false; detail: unknown }> {
   const text = await req.text();
   let raw: unknown = {};
-  if (text.trim()) {
+  // Depth before parsing: a deep body costs its parse's memory only to be refused by the schema.
+  if (bodyNestsTooDeep(text, MAX_BODY_NESTING_DEPTH)) {
+    return { ok: false, detail: `body nests arrays/objects deeper than ${MAX_BODY_NESTING_DEPTH} levels` };
+  }
+  if (/\S/.test(text)) {
     try {
       raw = JSON.parse(text);
     } catch {

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { bodyNestsTooDeep, MAX_BODY_NESTING_DEPTH } from "@agl/core";
 import { AttemptDirectory } from "./attempt-directory.js";
 import { AttemptLiveness } from "./attempt-liveness.js";
 import { type Attribution, Attributor } from "./attribution.js";
@@ -115,6 +116,15 @@ export class LLMCallHandler {
       errorBody(413, `request body over ${limit} bytes`, "invalid_request_error", null),
     );
     if (raw === null) return;
+    // Scanned on the bytes, before any copy or parse: parsing `[[[[…` builds every array first, over a
+    // gigabyte for a 16 MB body, only to be refused afterwards.
+    if (bodyNestsTooDeep(raw, MAX_BODY_NESTING_DEPTH)) {
+      return fail(
+        400,
+        `request body nests arrays/objects deeper than ${MAX_BODY_NESTING_DEPTH} levels`,
+        "invalid_request_error",
+      );
+    }
     let body: Record<string, any>;
     try {
       body = JSON.parse(raw.toString("utf8"));

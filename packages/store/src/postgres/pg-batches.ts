@@ -4,7 +4,13 @@
  * multi-table write) and one commit. Each call keeps its own outcome: a call whose rollout or
  * attempt does not exist gets its NotFoundError while the rest of the batch is stored.
  */
-import type { Attempt, AttemptedRollout, AttemptPatchSchema, Span } from "@agl/core";
+import {
+  type Attempt,
+  type AttemptedRollout,
+  type AttemptPatchSchema,
+  capSequenceId,
+  type Span,
+} from "@agl/core";
 import type { z } from "zod";
 import type { Settled } from "../shared/group-commit.js";
 import { applyAttemptPatch } from "../shared/patches.js";
@@ -14,7 +20,6 @@ import type { StartRolloutSchema } from "../shared/schemas.js";
 import {
   attemptNotFound,
   findAttempts,
-  insertSpans,
   key,
   lockExistingRollouts,
   type PersistItem,
@@ -22,7 +27,7 @@ import {
   type Queryable,
   rolloutNotFound,
 } from "./pg-db.js";
-import { insertRollouts, latestResourcesId } from "./pg-ops.js";
+import { allocateSequences, insertSpans, spanKey } from "./pg-spans.js";
 
 export type StartRequest = z.output<typeof StartRolloutSchema>;
 
@@ -30,33 +35,40 @@ export interface BatchWrite<R> {
   results: Array<Settled<R>>;
   /** The mutations to persist (one per rollout touched). */
   items: PersistItem[];
+  /** Called once the items are persisted, with what the persisting statement read. */
+  after?: (persisted: { latestResources: string | null }) => void;
 }
 
-const spanKey = (s: Span) => `${key(s.rollout_id, s.attempt_id)}\u0000${s.span_id}`;
+/** The spans of one call; `assign[i]` true: span i has no sequence id yet and gets the next one. */
+export interface SpanJob {
+  spans: Span[];
+  assign?: readonly boolean[];
+}
 
 /**
  * Store the span lists of several calls: lock every rollout once, check each call's targets (a call
  * with a missing rollout or attempt stores nothing and gets the error), insert all in one statement
- * (a span repeated within or across calls is stored once, for the first call, as sequential calls
- * would), and record one activity per attempt that got a span.
+ * that also hands out the missing sequence ids (a span repeated within or across calls is stored
+ * once, for the first call, as sequential calls would), and record one activity per attempt that
+ * got a span. The stored spans carry the sequence ids they were given.
  */
 export async function ingestSpanBatch(
   c: Queryable,
-  jobs: ReadonlyArray<readonly Span[]>,
+  jobs: readonly SpanJob[],
   now: number,
 ): Promise<BatchWrite<Span[]>> {
   const loaded = await lockExistingRollouts(
     c,
-    jobs.flatMap((spans) => spans.map((s) => s.rollout_id)),
+    jobs.flatMap((job) => job.spans.map((s) => s.rollout_id)),
   );
   const targets = new Map<string, { loaded: PgLoaded; aid: string }>();
-  for (const spans of jobs)
+  for (const { spans } of jobs)
     for (const s of spans) {
       const l = loaded.get(s.rollout_id);
       if (l) targets.set(key(s.rollout_id, s.attempt_id), { loaded: l, aid: s.attempt_id });
     }
   const attempts = await findAttempts(c, [...targets.values()]);
-  const errors = jobs.map((spans) => {
+  const errors = jobs.map(({ spans }) => {
     // The same error, in the same order, as a call of its own would get.
     for (const s of spans) if (!loaded.has(s.rollout_id)) return rolloutNotFound(s.rollout_id);
     for (const s of spans)
@@ -64,19 +76,34 @@ export async function ingestSpanBatch(
     return null;
   });
   const seen = new Set<string>();
-  const unique: Span[][] = jobs.map((spans, i) =>
+  const unique: Array<Array<{ span: Span; assign: boolean }>> = jobs.map((job, i) =>
     errors[i]
       ? []
-      : spans.filter((s) => {
-          const k = spanKey(s);
-          if (seen.has(k)) return false;
+      : job.spans.flatMap((span, j) => {
+          const k = spanKey(span);
+          if (seen.has(k)) return [];
           seen.add(k);
-          return true;
+          return [{ span, assign: job.assign?.[j] === true }];
         }),
   );
   const all = unique.flat();
-  const storedKeys = all.length > 0 ? await insertSpans(c, all) : new Set<string>();
-  const stored = unique.map((spans) => spans.filter((s) => storedKeys.has(spanKey(s))));
+  await allocateMixed(c, all);
+  const storedSeqs =
+    all.length > 0
+      ? await insertSpans(
+          c,
+          all.map((e) => e.span),
+          all.map((e) => e.assign),
+        )
+      : new Map<string, number>();
+  const stored = unique.map((entries) =>
+    entries.flatMap(({ span }) => {
+      const seq = storedSeqs.get(spanKey(span));
+      if (seq === undefined) return [];
+      span.sequence_id = seq;
+      return [span];
+    }),
+  );
   const items: PersistItem[] = [];
   for (const [rid, aids] of attemptsBySpanRollout(stored.flat())) {
     const l = loaded.get(rid)!;
@@ -91,27 +118,53 @@ export async function ingestSpanBatch(
   return { results, items };
 }
 
-/** Start several rollouts: the latest resources read once, one multi-row insert per table. */
-export async function startRolloutBatch(
-  c: Queryable,
+/**
+ * A rollout with spans of both kinds in one batch (ids to hand out and ids chosen by clients) gets
+ * its ids from a statement of its own first, as if they had been reserved before the call: the
+ * insert moves each rollout's counter once.
+ */
+async function allocateMixed(c: Queryable, entries: Array<{ span: Span; assign: boolean }>): Promise<void> {
+  const kinds = new Map<string, number>();
+  for (const e of entries)
+    kinds.set(e.span.rollout_id, (kinds.get(e.span.rollout_id) ?? 0) | (e.assign ? 1 : 2));
+  const counts = new Map<string, number>();
+  for (const e of entries)
+    if (e.assign && kinds.get(e.span.rollout_id) === 3)
+      counts.set(e.span.rollout_id, (counts.get(e.span.rollout_id) ?? 0) + 1);
+  if (counts.size === 0) return;
+  const last = await allocateSequences(c, counts);
+  const next = new Map([...counts].map(([rid, n]) => [rid, last.get(rid)! - n + 1]));
+  for (const e of entries) {
+    const first = e.assign ? next.get(e.span.rollout_id) : undefined;
+    if (first === undefined) continue;
+    e.span.sequence_id = capSequenceId(first);
+    next.set(e.span.rollout_id, first + 1);
+    e.assign = false;
+  }
+}
+
+/**
+ * Start several rollouts with no statement of their own: the rows are inserted in their final state
+ * by the statement that persists the items (one statement for the whole batch), which also reads the
+ * latest resources id for the rollouts that name none.
+ */
+export function startRolloutBatch(
   requests: readonly StartRequest[],
   now: number,
-): Promise<BatchWrite<AttemptedRollout>> {
-  const latest = await latestResourcesId(c);
-  const rollouts = requests.map((req) => newRollout(req, "preparing", now, latest));
-  await insertRollouts(
-    c,
-    rollouts,
-    rollouts.map(() => null),
-  );
+): BatchWrite<AttemptedRollout> {
   const items: PersistItem[] = [];
-  const results = rollouts.map((rollout, i): Settled<AttemptedRollout> => {
+  const results = requests.map((req): Settled<AttemptedRollout> => {
+    const rollout = newRollout(req, "preparing", now, null);
     const m = new RolloutMutation(rollout, null, 0, now);
-    const attempt = m.newAttempt(requests[i]!.worker_id ?? null);
-    items.push({ m, prev: null });
+    const attempt = m.newAttempt(req.worker_id ?? null);
+    items.push({ m, prev: null, insert: true });
     return { ok: true, value: { ...rollout, attempt } };
   });
-  return { results, items };
+  const after = ({ latestResources }: { latestResources: string | null }) => {
+    for (const r of results)
+      if (r.ok && r.value.resources_id === null) r.value.resources_id = latestResources;
+  };
+  return { results, items, after };
 }
 
 export interface AttemptUpdate {

@@ -3,7 +3,7 @@
  * mutations back in batches (one statement per table via unnest), so a transaction costs a handful of
  * round trips however many rollouts, attempts or spans it touches.
  */
-import { type Attempt, MAX_SPAN_SEQUENCE_ID, NotFoundError, type Rollout, type Span } from "@agl/core";
+import { type Attempt, NotFoundError, type Rollout } from "@agl/core";
 import type pg from "pg";
 import {
   type FoldedWorkerEvent,
@@ -173,6 +173,11 @@ export interface PersistItem {
   prev: Pick<PgRolloutRow, "deadline" | "queue_seq"> | null;
   /** Remove from the queue (just claimed). */
   pop?: boolean;
+  /**
+   * A new rollout the statement INSERTs in its final state (no UPDATE after the insert); a null
+   * `resources_id` becomes the latest resources id, which persistMutations returns.
+   */
+  insert?: true;
 }
 
 /**
@@ -189,14 +194,18 @@ export async function persistMutations(
     workerEvents?: readonly WorkerEvent[];
     now?: number;
   } = {},
-): Promise<void> {
+): Promise<{ latestResources: string | null }> {
   const params: unknown[] = [];
   const p = (value: unknown) => `$${params.push(value)}`;
   const ctes: string[] = [];
   const now = options.now ?? items[0]?.m.now ?? Date.now() / 1000;
 
+  const inserts = items.filter((i) => i.insert).map((i) => i.m);
+  if (inserts.length > 0) ctes.push(...insertRolloutCtes(inserts, p));
   const rollouts = items.filter(
-    (i) => i.pop || i.prev === null || i.m.needsRolloutWrite(i.prev.deadline, i.prev.queue_seq !== null),
+    (i) =>
+      !i.insert &&
+      (i.pop || i.prev === null || i.m.needsRolloutWrite(i.prev.deadline, i.prev.queue_seq !== null)),
   );
   const pops = options.extraPops ?? [];
   if (rollouts.length > 0 || pops.length > 0) {
@@ -245,9 +254,36 @@ export async function persistMutations(
       notifies.push(`pg_notify(${p(options.notifyChannel)}, ${p(terminal.slice(i, i + 200).join(","))})`);
     }
   }
-  if (ctes.length === 0 && notifies.length === 0) return;
-  const select = notifies.length > 0 ? `SELECT ${notifies.join(", ")}` : "SELECT 1";
-  await c.query(prepared(ctes.length > 0 ? `WITH ${ctes.join(",\n")} ${select}` : select, params));
+  if (ctes.length === 0 && notifies.length === 0) return { latestResources: null };
+  const outputs = [...notifies, inserts.length > 0 ? "(SELECT resources_id FROM latest) AS latest" : "1"];
+  const select = `SELECT ${outputs.join(", ")}`;
+  const { rows } = await c.query<{ latest?: string | null }>(
+    prepared(ctes.length > 0 ? `WITH ${ctes.join(",\n")} ${select}` : select, params),
+  );
+  return { latestResources: rows[0]?.latest ?? null };
+}
+
+/**
+ * New rollouts inserted with their mutation's final state (status, attempt count, deadline), in
+ * order; a null resources id takes the latest resources, read by the same statement.
+ */
+function insertRolloutCtes(ms: readonly RolloutMutation[], p: (value: unknown) => string): string[] {
+  const r = ms.map((m) => m.rollout);
+  return [
+    "latest AS (SELECT resources_id FROM resources ORDER BY touch_seq DESC LIMIT 1)",
+    `r_ins AS (INSERT INTO rollouts (rollout_id, input, start_time, end_time, mode, resources_id, status, config,
+         metadata, deadline, attempt_count, queue_seq)
+       SELECT rid, input::jsonb, st, et, mode, COALESCE(res, (SELECT resources_id FROM latest)), status,
+         config::jsonb, md::jsonb, dl, ac, CASE WHEN enq THEN nextval('rollout_queue_seq') END
+       FROM unnest(${p(r.map((x) => x.rollout_id))}::text[], ${p(r.map((x) => toJson(x.input, "input")))}::text[],
+         ${p(r.map((x) => x.start_time))}::float8[], ${p(r.map((x) => x.end_time))}::float8[],
+         ${p(r.map((x) => x.mode))}::text[], ${p(r.map((x) => x.resources_id))}::text[],
+         ${p(r.map((x) => x.status))}::text[], ${p(r.map((x) => toJsonRequired(x.config, "config")))}::text[],
+         ${p(r.map((x) => toJsonRequired(x.metadata, "metadata")))}::text[], ${p(ms.map((m) => m.deadline))}::float8[],
+         ${p(ms.map((m) => m.attemptCount))}::int[], ${p(ms.map((m) => m.enqueue))}::bool[])
+         WITH ORDINALITY AS t(rid, input, st, et, mode, res, status, config, md, dl, ac, enq, ord)
+       ORDER BY ord RETURNING 1)`,
+  ];
 }
 
 const ATTEMPT_TYPES = ["text", "text", "int", "float8", "float8", "text", "text", "float8", "text"];
@@ -312,62 +348,6 @@ function workerCtes(
        last_dequeue_time = COALESCE(EXCLUDED.last_dequeue_time, workers.last_dequeue_time)
      RETURNING 1)`,
   ];
-}
-
-/**
- * Insert spans (duplicates of (rid, aid, span_id) skipped) and bump each rollout's sequence counter to
- * the highest stored sequence id, in one statement; returns the keys stored.
- */
-export async function insertSpans(c: Queryable, spans: readonly Span[]): Promise<Set<string>> {
-  const { rows } = await c.query<{ rollout_id: string; attempt_id: string; span_id: string }>({
-    name: "agl_insert_spans",
-    text: `WITH ins AS (
-       INSERT INTO spans (rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, data)
-       SELECT rid, aid, seq, tid, sid, pid, name, st, et, data::jsonb
-       FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::float8[], $9::float8[], $10::text[])
-         WITH ORDINALITY AS t(rid, aid, seq, tid, sid, pid, name, st, et, data, ord)
-       ORDER BY ord
-       ON CONFLICT (rollout_id, attempt_id, span_id) DO NOTHING
-       RETURNING rollout_id, attempt_id, span_id, sequence_id
-     ), bump AS (
-       INSERT INTO span_sequences (rollout_id, value)
-       SELECT rollout_id, MAX(sequence_id) FROM ins GROUP BY rollout_id
-       ON CONFLICT (rollout_id) DO UPDATE SET value = GREATEST(span_sequences.value, EXCLUDED.value)
-     )
-     SELECT rollout_id, attempt_id, span_id FROM ins`,
-    values: [
-      spans.map((s) => s.rollout_id),
-      spans.map((s) => s.attempt_id),
-      spans.map((s) => s.sequence_id),
-      spans.map((s) => s.trace_id),
-      spans.map((s) => s.span_id),
-      spans.map((s) => s.parent_id),
-      spans.map((s) => s.name),
-      spans.map((s) => s.start_time),
-      spans.map((s) => s.end_time),
-      spans.map((s) => toJsonRequired(s, "span")),
-    ],
-  });
-  return new Set(rows.map((r) => `${key(r.rollout_id, r.attempt_id)}\u0000${r.span_id}`));
-}
-
-/**
- * Allocate `count` consecutive sequence ids per rollout atomically; returns the last one of each. The
- * counter restarts from at most MAX_SPAN_SEQUENCE_ID, so it stays far inside INTEGER; callers cap what
- * they hand out (capSequenceId).
- */
-export async function allocateSequences(
-  c: Queryable,
-  counts: ReadonlyMap<string, number>,
-): Promise<Map<string, number>> {
-  const { rows } = await c.query<{ rollout_id: string; value: number }>({
-    name: "agl_allocate_sequences",
-    text: `INSERT INTO span_sequences (rollout_id, value) SELECT * FROM unnest($1::text[], $2::int[])
-     ON CONFLICT (rollout_id) DO UPDATE SET value = LEAST(span_sequences.value, ${MAX_SPAN_SEQUENCE_ID}) + EXCLUDED.value
-     RETURNING rollout_id, value`,
-    values: [[...counts.keys()], [...counts.values()]],
-  });
-  return new Map(rows.map((r) => [r.rollout_id, r.value]));
 }
 
 export { toJson };

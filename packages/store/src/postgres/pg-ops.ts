@@ -1,20 +1,15 @@
 /**
  * The multi-row operations of the PostgreSQL store, each run inside the caller's transaction and
- * returning the mutations to persist: claiming queued rollouts, ingesting spans, and one watchdog pass.
+ * returning the mutations to persist: inserting rollouts, claiming queued ones, and one watchdog pass
+ * (spans: pg-batches.ts and pg-spans.ts).
  * Status logic comes from @agl/core's state machine through RolloutMutation.
  */
-import type { AttemptedRollout, Rollout, Span } from "@agl/core";
-import { attemptsBySpanRollout } from "../shared/records.js";
+import type { AttemptedRollout, Rollout } from "@agl/core";
 import { RolloutMutation } from "../shared/rollout-mutation.js";
 import { toJson, toJsonRequired } from "../shared/schemas.js";
 import {
-  insertSpans,
-  key,
-  loadAttempts,
   loadedFrom,
-  lockRollouts,
   type PersistItem,
-  type PgLoaded,
   type PgRolloutRow,
   type Queryable,
   ROLLOUT_COLS,
@@ -66,14 +61,6 @@ export async function updateRolloutFields(c: Queryable, rollout: Rollout): Promi
   );
 }
 
-export async function latestResourcesId(c: Queryable): Promise<string | null> {
-  const { rows } = await c.query<{ resources_id: string }>({
-    name: "agl_latest_resources_id",
-    text: "SELECT resources_id FROM resources ORDER BY touch_seq DESC LIMIT 1",
-  });
-  return rows[0]?.resources_id ?? null;
-}
-
 /**
  * Claim up to `limit` queued rollouts in FIFO order. Rows another process is claiming are skipped,
  * never waited for (`SKIP LOCKED`): no double claims and no convoy. Stale entries (no longer
@@ -89,12 +76,13 @@ export async function claimRollouts(
   const items: PersistItem[] = [];
   const stale: string[] = [];
   while (claimed.length < limit) {
-    const { rows } = await c.query<PgRolloutRow>(
-      `SELECT r.*, (r.input IS NULL) AS input_absent FROM rollouts r
+    const { rows } = await c.query<PgRolloutRow>({
+      name: "agl_claim_rollouts",
+      text: `SELECT r.*, (r.input IS NULL) AS input_absent FROM rollouts r
        WHERE r.queue_seq IS NOT NULL AND NOT (r.rollout_id = ANY($2::text[]))
        ORDER BY r.queue_seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
-      [limit - claimed.length, [...stale, ...items.map((i) => i.m.rollout.rollout_id)]],
-    );
+      values: [limit - claimed.length, [...stale, ...items.map((i) => i.m.rollout.rollout_id)]],
+    });
     if (rows.length === 0) break;
     for (const row of rows) {
       if (row.status !== "queuing" && row.status !== "requeuing") {
@@ -110,45 +98,6 @@ export async function claimRollouts(
     }
   }
   return { claimed, items, stale };
-}
-
-/**
- * Lock the spans' rollouts (id order), check every target (a bad span stores nothing), insert, and
- * record one activity per attempt that got a span.
- */
-export async function ingestSpans(
-  c: Queryable,
-  spans: readonly Span[],
-  now: number,
-): Promise<{ stored: Span[]; items: PersistItem[] }> {
-  const loaded = await lockRollouts(
-    c,
-    spans.map((s) => s.rollout_id),
-  );
-  const targets = new Map<string, { loaded: PgLoaded; aid: string }>();
-  for (const s of spans) {
-    targets.set(key(s.rollout_id, s.attempt_id), { loaded: loaded.get(s.rollout_id)!, aid: s.attempt_id });
-  }
-  const attempts = await loadAttempts(c, [...targets.values()]);
-  const spanKey = (s: Span) => `${key(s.rollout_id, s.attempt_id)}\u0000${s.span_id}`;
-  // Keep the first of spans repeated within the batch, as sequential adds would.
-  const seen = new Set<string>();
-  const unique = spans.filter((s) => {
-    const k = spanKey(s);
-    if (seen.has(k)) return false;
-    seen.add(k);
-    return true;
-  });
-  const storedKeys = await insertSpans(c, unique);
-  const stored = unique.filter((s) => storedKeys.has(spanKey(s)));
-  const items: PersistItem[] = [];
-  for (const [rid, aids] of attemptsBySpanRollout(stored)) {
-    const l = loaded.get(rid)!;
-    const m = new RolloutMutation(l.rollout, l.latest, l.row.attempt_count, now);
-    for (const aid of aids) m.recordActivity(attempts.get(key(rid, aid))!, now);
-    items.push({ m, prev: l.row });
-  }
-  return { stored, items };
 }
 
 /**

@@ -115,19 +115,22 @@ export class PgQueries {
   async latestAttempts(ids: readonly string[]): Promise<Map<string, Attempt>> {
     const out = new Map<string, Attempt>();
     if (ids.length === 0) return out;
-    const { rows } = await this.db.query<Attempt>(
-      `SELECT a.* FROM rollouts r JOIN attempts a ON a.rollout_id = r.rollout_id AND a.sequence_id = r.attempt_count
+    const { rows } = await this.db.query<Attempt>({
+      name: "agl_q_latest_attempts",
+      text: `SELECT a.* FROM rollouts r JOIN attempts a ON a.rollout_id = r.rollout_id AND a.sequence_id = r.attempt_count
        WHERE r.rollout_id = ANY($1::text[])`,
-      [ids],
-    );
+      values: [ids],
+    });
     for (const row of rows) out.set(row.rollout_id, attemptFromPg(row));
     return out;
   }
 
   async rolloutById(id: string): Promise<Rollout | AttemptedRollout | null> {
-    const { rows } = await this.db.query<PgRolloutRow>(`${ROLLOUT_WITH_LATEST} WHERE r.rollout_id = $1`, [
-      id,
-    ]);
+    const { rows } = await this.db.query<PgRolloutRow>({
+      name: "agl_q_rollout_by_id",
+      text: `${ROLLOUT_WITH_LATEST} WHERE r.rollout_id = $1`,
+      values: [id],
+    });
     const row = rows[0];
     if (!row) return null;
     const rollout = rolloutFromPg(row);
@@ -135,11 +138,12 @@ export class PgQueries {
   }
 
   async latestAttempt(id: string): Promise<Attempt | null> {
-    const { rows } = await this.db.query<Attempt>(
-      `SELECT a.* FROM rollouts r JOIN attempts a ON a.rollout_id = r.rollout_id AND a.sequence_id = r.attempt_count
+    const { rows } = await this.db.query<Attempt>({
+      name: "agl_q_latest_attempt",
+      text: `SELECT a.* FROM rollouts r JOIN attempts a ON a.rollout_id = r.rollout_id AND a.sequence_id = r.attempt_count
        WHERE r.rollout_id = $1`,
-      [id],
-    );
+      values: [id],
+    });
     return rows[0] ? attemptFromPg(rows[0]) : null;
   }
 
@@ -147,20 +151,22 @@ export class PgQueries {
   async terminalRollouts(ids: readonly string[]): Promise<Map<string, Rollout>> {
     const out = new Map<string, Rollout>();
     if (ids.length === 0) return out;
-    const { rows } = await this.db.query<PgRolloutRow>(
-      `SELECT ${ROLLOUT_COLS} FROM rollouts r WHERE r.rollout_id = ANY($1::text[]) AND r.status IN ${TERMINAL_STATUSES_SQL}`,
-      [ids],
-    );
+    const { rows } = await this.db.query<PgRolloutRow>({
+      name: "agl_q_terminal_rollouts",
+      text: `SELECT ${ROLLOUT_COLS} FROM rollouts r WHERE r.rollout_id = ANY($1::text[]) AND r.status IN ${TERMINAL_STATUSES_SQL}`,
+      values: [ids],
+    });
     for (const row of rows) out.set(row.rollout_id, rolloutFromPg(row));
     return out;
   }
 
   async existingRolloutIds(ids: readonly string[]): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
-    const { rows } = await this.db.query<{ rollout_id: string }>(
-      "SELECT rollout_id FROM rollouts WHERE rollout_id = ANY($1::text[])",
-      [ids],
-    );
+    const { rows } = await this.db.query<{ rollout_id: string }>({
+      name: "agl_q_existing_rollouts",
+      text: "SELECT rollout_id FROM rollouts WHERE rollout_id = ANY($1::text[])",
+      values: [ids],
+    });
     return new Set(rows.map((r) => r.rollout_id));
   }
 
@@ -222,30 +228,62 @@ export class PgQueries {
   }
 
   async resourcesById(id: string): Promise<ResourcesUpdate | null> {
-    const { rows } = await this.db.query<ResourcesUpdate>("SELECT * FROM resources WHERE resources_id = $1", [
-      id,
-    ]);
+    const { rows } = await this.db.query<ResourcesUpdate>({
+      name: "agl_q_resources_by_id",
+      text: "SELECT * FROM resources WHERE resources_id = $1",
+      values: [id],
+    });
     return rows[0] ? resourcesFromPg(rows[0]) : null;
   }
 
   async latestResources(): Promise<ResourcesUpdate | null> {
-    const { rows } = await this.db.query<ResourcesUpdate>(
-      "SELECT * FROM resources ORDER BY touch_seq DESC LIMIT 1",
-    );
+    const { rows } = await this.db.query<ResourcesUpdate>({
+      name: "agl_q_latest_resources",
+      text: "SELECT * FROM resources ORDER BY touch_seq DESC LIMIT 1",
+    });
     return rows[0] ? resourcesFromPg(rows[0]) : null;
   }
 
   /** Add (id null) or upsert resources atomically; the result becomes the latest. */
   async putResources(id: string | null, resources: NamedResources, now: number): Promise<ResourcesUpdate> {
-    const { rows } = await this.db.query<ResourcesUpdate>(
-      `INSERT INTO resources (resources_id, resources, create_time, update_time, version, touch_seq)
+    const { rows } = await this.db.query<ResourcesUpdate>({
+      name: "agl_q_put_resources",
+      text: `INSERT INTO resources (resources_id, resources, create_time, update_time, version, touch_seq)
        VALUES ($1, $2::jsonb, $3, $3, 1, nextval('resources_touch_seq'))
        ON CONFLICT (resources_id) DO UPDATE SET resources = EXCLUDED.resources, update_time = EXCLUDED.update_time,
          version = resources.version + 1, touch_seq = EXCLUDED.touch_seq
        RETURNING *`,
-      [id ?? newResourcesId(), toJsonRequired(resources, "resources"), now],
-    );
+      values: [id ?? newResourcesId(), toJsonRequired(resources, "resources"), now],
+    });
     return resourcesFromPg(rows[0]!);
+  }
+
+  /** The row counts of statistics(), in one round trip. */
+  async counts(): Promise<{
+    total_rollouts: number;
+    total_attempts: number;
+    total_spans: number;
+    total_resources: number;
+    total_workers: number;
+    queue_length: number;
+    watchdog_deadlines: number;
+  }> {
+    const { rows } = await this.db.query(`SELECT
+      (SELECT COUNT(*) FROM rollouts) AS rollouts, (SELECT COUNT(*) FROM attempts) AS attempts,
+      (SELECT COUNT(*) FROM spans) AS spans, (SELECT COUNT(*) FROM resources) AS resources,
+      (SELECT COUNT(*) FROM workers) AS workers,
+      (SELECT COUNT(*) FROM rollouts WHERE queue_seq IS NOT NULL) AS queued,
+      (SELECT COUNT(*) FROM rollouts WHERE deadline IS NOT NULL) AS deadlines`);
+    const n = rows[0] as Record<string, string>;
+    return {
+      total_rollouts: Number(n.rollouts),
+      total_attempts: Number(n.attempts),
+      total_spans: Number(n.spans),
+      total_resources: Number(n.resources),
+      total_workers: Number(n.workers),
+      queue_length: Number(n.queued),
+      watchdog_deadlines: Number(n.deadlines),
+    };
   }
 
   workers(query: WorkerQuery): Promise<PaginatedResult<Worker>> {
@@ -263,7 +301,11 @@ export class PgQueries {
   }
 
   async workerById(id: string): Promise<Worker | null> {
-    const { rows } = await this.db.query<Worker>("SELECT * FROM workers WHERE worker_id = $1", [id]);
+    const { rows } = await this.db.query<Worker>({
+      name: "agl_q_worker_by_id",
+      text: "SELECT * FROM workers WHERE worker_id = $1",
+      values: [id],
+    });
     return rows[0] ? workerFromPg(rows[0]) : null;
   }
 
@@ -273,13 +315,14 @@ export class PgQueries {
     stats: Record<string, unknown> | null | undefined,
     now: number,
   ): Promise<Worker> {
-    const { rows } = await this.db.query<Worker>(
-      `INSERT INTO workers (worker_id, status, heartbeat_stats, last_heartbeat_time) VALUES ($1, 'unknown', $2::jsonb, $3)
+    const { rows } = await this.db.query<Worker>({
+      name: "agl_q_heartbeat_worker",
+      text: `INSERT INTO workers (worker_id, status, heartbeat_stats, last_heartbeat_time) VALUES ($1, 'unknown', $2::jsonb, $3)
        ON CONFLICT (worker_id) DO UPDATE SET last_heartbeat_time = EXCLUDED.last_heartbeat_time,
          heartbeat_stats = CASE WHEN $4 THEN EXCLUDED.heartbeat_stats ELSE workers.heartbeat_stats END
        RETURNING *`,
-      [id, stats === undefined ? null : toJson(stats, "heartbeat_stats"), now, stats !== undefined],
-    );
+      values: [id, stats === undefined ? null : toJson(stats, "heartbeat_stats"), now, stats !== undefined],
+    });
     return workerFromPg(rows[0]!);
   }
 }

@@ -11,7 +11,6 @@ import {
   type AttemptedRollout,
   type AttemptPatch,
   AttemptPatchSchema,
-  capSequenceId,
   EnqueueBatchSchema,
   type EnqueueRolloutRequest,
   type LightningStore,
@@ -19,11 +18,13 @@ import {
   nowSeconds,
   parseOrThrow,
   parseSpanInput,
+  parseSpanInputs,
   type ResourcesUpdate,
   type Rollout,
   type RolloutPatch,
   RolloutPatchSchema,
   type Span,
+  type SpanInput,
   type StartRolloutRequest,
   StoreClosedError,
   type StoreStatistics,
@@ -31,8 +32,9 @@ import {
   type Worker,
 } from "@agl/core";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import pg from "pg";
+import type pg from "pg";
 import { z } from "zod";
+import { checkAssignFlags } from "../shared/assigning-spans.js";
 import { DurableStoreBase, type Effects, newEffects, recordEffects } from "../shared/durable-store.js";
 import { GroupCommit, type Settled } from "../shared/group-commit.js";
 import { applyRolloutFields } from "../shared/patches.js";
@@ -50,20 +52,16 @@ import {
   type AttemptUpdate,
   type BatchWrite,
   ingestSpanBatch,
+  type SpanJob,
   type StartRequest,
   startRolloutBatch,
   updateAttemptBatch,
 } from "./pg-batches.js";
-import {
-  allocateSequences,
-  loadAttempts,
-  lockRollout,
-  type PersistItem,
-  persistMutations,
-  type Queryable,
-} from "./pg-db.js";
-import { claimRollouts, expireDue, ingestSpans, insertRollouts, updateRolloutFields } from "./pg-ops.js";
+import { lockRollout, type PersistItem, persistMutations, type Queryable } from "./pg-db.js";
+import { PgListener } from "./pg-listener.js";
+import { claimRollouts, expireDue, insertRollouts, updateRolloutFields } from "./pg-ops.js";
 import { PgQueries } from "./pg-queries.js";
+import { allocateBlocks } from "./pg-spans.js";
 import { openMigratedPool } from "./pool.js";
 import { withTransaction } from "./transaction.js";
 
@@ -80,15 +78,22 @@ export const PostgresStoreOptionsSchema = DurableStoreOptionsSchema.extend({
 }).strict();
 export type PostgresStoreOptions = DurableStoreOptions & z.input<typeof PostgresStoreOptionsSchema>;
 
+/** The connection of a write that must run no statement besides its persisting one. */
+const noStatements: Queryable = {
+  query: () => {
+    throw new Error("a one-statement batch ran a statement of its own");
+  },
+};
+
 export class PostgresLightningStore extends DurableStoreBase implements LightningStore {
   protected readonly queries: PgQueries;
   private readonly channel: string;
-  private listener: pg.Client | null = null;
+  private listener: PgListener | null = null;
   // Group commit of the hot writes: concurrent calls share one transaction and one commit.
   private readonly starts = new GroupCommit<StartRequest, AttemptedRollout>((jobs) =>
-    this.batch((c, now) => startRolloutBatch(c, jobs, now)),
+    this.batch(async (_, now) => startRolloutBatch(jobs, now), { oneStatement: true }),
   );
-  private readonly spanWrites = new GroupCommit<Span[], Span[]>((jobs) =>
+  private readonly spanWrites = new GroupCommit<SpanJob, Span[]>((jobs) =>
     this.batch((c, now) => ingestSpanBatch(c, jobs, now)),
   );
   private readonly attemptUpdates = new GroupCommit<AttemptUpdate, Attempt>(
@@ -97,7 +102,7 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     { key: (u) => u.rid },
   );
   private readonly sequenceBlocks = new GroupCommit<Map<string, number>, Map<string, number>>((jobs) =>
-    this.allocateBlocks(jobs),
+    allocateBlocks(this.pool, jobs),
   );
 
   private constructor(
@@ -117,56 +122,22 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     const schema = opts.schema ?? "public";
     const pool = await openMigratedPool(url, schema, opts.poolSize ?? 10);
     const store = new PostgresLightningStore(pool, schema, opts, url);
-    if (opts.listen ?? true) await store.startListening(url);
+    if (opts.listen ?? true) {
+      const listener = new PgListener(url, store.channel, store.hub);
+      try {
+        await listener.start();
+      } catch (error) {
+        await store.close();
+        throw error;
+      }
+      store.listener = listener;
+    }
     await store.watchdog.run(nowSeconds());
     return store;
   }
 
-  /**
-   * One LISTEN connection per store serves every waiter of this process. When it drops, waiters are
-   * woken to re-read (they poll until it is back) and it reconnects with backoff.
-   */
-  private async startListening(url: string): Promise<void> {
-    const client = new pg.Client({ connectionString: url });
-    let lost = false;
-    const onLost = (reason: string) => {
-      if (lost) return;
-      lost = true;
-      if (this.listener === client) this.listener = null;
-      client.end().catch(() => {});
-      if (this.closed) return;
-      console.error(`[agl-store] postgres LISTEN connection lost (${reason}); polling until it is back`);
-      this.hub.notifyAll();
-      this.scheduleRelisten(url, 1);
-    };
-    client.on("error", (error) => onLost(error.message));
-    client.on("end", () => onLost("connection ended"));
-    client.on("notification", (msg) => {
-      if (msg.payload) this.hub.notify(msg.payload.split(","));
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${this.channel}`);
-    } catch (error) {
-      lost = true;
-      client.end().catch(() => {});
-      throw error;
-    }
-    this.listener = client;
-    // Changes committed while no one listened are picked up by this re-read.
-    this.hub.notifyAll();
-  }
-
-  private scheduleRelisten(url: string, attempt: number): void {
-    const delay = Math.min(30_000, 250 * 2 ** Math.min(attempt, 7));
-    setTimeout(() => {
-      if (this.closed || this.listener) return;
-      this.startListening(url).catch(() => this.scheduleRelisten(url, attempt + 1));
-    }, delay).unref();
-  }
-
   protected override notificationsLive(): boolean {
-    return this.listener !== null;
+    return this.listener?.live ?? false;
   }
 
   protected async enter(): Promise<void> {
@@ -190,39 +161,30 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
 
   /**
    * One group-committed transaction: `fn` writes the batch's rows and returns its mutations, which
-   * are persisted in the same transaction; effects are published once it has committed.
+   * are persisted in the same transaction; effects are published once it has committed. With
+   * `oneStatement`, `fn` runs no statement and the persisting statement is the whole write: it runs
+   * on its own (atomic, and durable once answered) without BEGIN and COMMIT round trips.
    */
   private async batch<R>(
     fn: (c: Queryable, now: number) => Promise<BatchWrite<R>>,
+    options: { oneStatement?: boolean } = {},
   ): Promise<Array<Settled<R>>> {
     if (this.closed) throw new StoreClosedError();
     let effects = newEffects();
-    const results = await withTransaction(this.pool, async (c) => {
-      effects = newEffects();
-      const { results, items } = await fn(c, nowSeconds());
-      if (items.length > 0) await this.persist(c, effects, items);
-      return results;
-    });
+    const results = await withTransaction(
+      this.pool,
+      async (c) => {
+        effects = newEffects();
+        const write = await fn(options.oneStatement ? noStatements : c, nowSeconds());
+        const persisted =
+          write.items.length > 0 ? await this.persist(c, effects, write.items) : { latestResources: null };
+        write.after?.(persisted);
+        return write.results;
+      },
+      { begin: !options.oneStatement },
+    );
     this.publish(effects);
     return results;
-  }
-
-  /** Sequence blocks of several calls in one atomic statement; each call gets its blocks in call order. */
-  private async allocateBlocks(
-    jobs: ReadonlyArray<Map<string, number>>,
-  ): Promise<Array<Settled<Map<string, number>>>> {
-    const totals = new Map<string, number>();
-    for (const counts of jobs) for (const [rid, n] of counts) totals.set(rid, (totals.get(rid) ?? 0) + n);
-    const last = await allocateSequences(this.pool, totals);
-    const next = new Map([...totals].map(([rid, n]) => [rid, last.get(rid)! - n + 1]));
-    return jobs.map((counts) => {
-      const firsts = new Map<string, number>();
-      for (const [rid, n] of counts) {
-        firsts.set(rid, next.get(rid)!);
-        next.set(rid, next.get(rid)! + n);
-      }
-      return { ok: true, value: firsts };
-    });
   }
 
   private async persist(
@@ -230,10 +192,11 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     effects: Effects,
     items: PersistItem[],
     extraPops: string[] = [],
-  ): Promise<void> {
+  ): Promise<{ latestResources: string | null }> {
     // NOTIFY (delivered at commit) wakes waiters in other processes.
-    await persistMutations(c, items, { extraPops, notifyChannel: this.channel });
+    const persisted = await persistMutations(c, items, { extraPops, notifyChannel: this.channel });
     for (const { m } of items) recordEffects(effects, m);
+    return persisted;
   }
 
   /** One watchdog pass: lock due rollouts (skipping ones another instance holds) and apply each verdict once. */
@@ -260,25 +223,13 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
 
   async statistics(): Promise<StoreStatistics> {
     await this.enter();
-    const { rows } = await this.pool.query(`SELECT
-      (SELECT COUNT(*) FROM rollouts) AS rollouts, (SELECT COUNT(*) FROM attempts) AS attempts,
-      (SELECT COUNT(*) FROM spans) AS spans, (SELECT COUNT(*) FROM resources) AS resources,
-      (SELECT COUNT(*) FROM workers) AS workers,
-      (SELECT COUNT(*) FROM rollouts WHERE queue_seq IS NOT NULL) AS queued,
-      (SELECT COUNT(*) FROM rollouts WHERE deadline IS NOT NULL) AS deadlines`);
-    const n = rows[0] as Record<string, string>;
+    const counts = await this.queries.counts();
     return {
       name: "PostgresLightningStore",
-      total_rollouts: Number(n.rollouts),
-      total_attempts: Number(n.attempts),
-      total_spans: Number(n.spans),
-      total_resources: Number(n.resources),
-      total_workers: Number(n.workers),
+      ...counts,
       uptime: nowSeconds() - this.startedAt,
-      queue_length: Number(n.queued),
       watchdog_verdicts: this.verdicts,
       pending_waiters: this.waiting,
-      watchdog_deadlines: Number(n.deadlines),
       schema: this.schema,
       pool_total: this.pool.totalCount,
       pool_idle: this.pool.idleCount,
@@ -395,14 +346,16 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
   }
 
   protected writeSpans(spans: Span[]): Promise<Span[]> {
-    return this.spanWrites.submit(spans);
+    return this.spanWrites.submit({ spans });
   }
 
-  /** Store spans and persist the activity they record. */
-  private async storeSpans(c: Queryable, effects: Effects, spans: Span[]): Promise<Span[]> {
-    const { stored, items } = await ingestSpans(c, spans, nowSeconds());
-    if (items.length > 0) await this.persist(c, effects, items);
-    return stored;
+  /** Spans of which some get their sequence ids in the statement that inserts them (see pg-spans.ts). */
+  async addManySpansAssigningSequences(spans: SpanInput[], assign: readonly boolean[]): Promise<Span[]> {
+    const parsed = parseSpanInputs(spans, "spans");
+    checkAssignFlags(parsed, assign);
+    await this.enter();
+    if (parsed.length === 0) return [];
+    return this.spanWrites.submit({ spans: parsed, assign: [...assign] });
   }
 
   protected writeOtelSpan(
@@ -411,12 +364,10 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     span: ReadableSpan,
     seq: number | undefined,
   ): Promise<Span | null> {
-    return this.write(async (c, effects) => {
-      await loadAttempts(c, [{ loaded: await lockRollout(c, rid), aid }]);
-      const sequence = seq ?? capSequenceId((await allocateSequences(c, new Map([[rid, 1]]))).get(rid)!);
-      const converted = spanFromReadable(span, { rolloutId: rid, attemptId: aid, sequenceId: sequence });
-      return (await this.storeSpans(c, effects, [parseSpanInput(converted, "span")]))[0] ?? null;
-    });
+    // Without a sequence id: a placeholder, replaced by the next id where the span is inserted.
+    const converted = spanFromReadable(span, { rolloutId: rid, attemptId: aid, sequenceId: seq ?? 0 });
+    const parsed = parseSpanInput(converted, "span");
+    return this.spanWrites.submit({ spans: [parsed], assign: [seq === undefined] }).then((s) => s[0] ?? null);
   }
 
   /** Concurrent reservations share one atomic statement (it returns each rollout's last id). */
@@ -428,7 +379,7 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     if (!this.shutDown()) return;
     const listener = this.listener;
     this.listener = null;
-    await listener?.end().catch(() => {});
+    await listener?.stop();
     await this.pool.end();
   }
 }

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from "node:http";
+import { jsonNestsDeeperThan, MAX_BODY_NESTING_DEPTH, NESTING_SCAN_MIN_LENGTH } from "@agl/core";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
@@ -97,6 +98,28 @@ function cacheBody(c: Context, body: Buffer): void {
       body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength),
     );
   } else {
+    // Small bodies are not scanned (bodyNestsTooDeep's threshold) and cost no bookkeeping here.
+    if (body.length >= NESTING_SCAN_MIN_LENGTH) {
+      const deep = jsonNestsDeeperThan(body, MAX_BODY_NESTING_DEPTH);
+      depthScans.set(c.req.raw, deep);
+      // Refused unread: never decoded to a string (a 30 MB string is garbage the heap keeps until its
+      // next full collection, which an idle server may not run for a long time).
+      if (deep) {
+        cache.text = Promise.resolve("");
+        return;
+      }
+    }
     cache.text = Promise.resolve(body.toString("utf8"));
   }
+}
+
+/** Requests whose JSON body was scanned for depth as it arrived: true when it nested too deep. */
+const depthScans = new WeakMap<Request, boolean>();
+
+/**
+ * Whether the body nested deeper than MAX_BODY_NESTING_DEPTH (then it was never decoded: its text is
+ * ""), or undefined when it was not scanned here (under the scan threshold, or app.request/app.fetch).
+ */
+export function bodyTooDeep(c: Context): boolean | undefined {
+  return depthScans.get(c.req.raw);
 }

@@ -25,6 +25,7 @@ import {
 } from "@agl/core";
 import type { Context } from "hono";
 import { z } from "zod";
+import { bodyTooDeep } from "./body.js";
 import { badRequest, parseRequest, RequestValidationError } from "./errors.js";
 
 type Raw = Record<string, unknown>;
@@ -62,14 +63,15 @@ export async function readQueryParams(c: Context, listKeys: ReadonlyArray<string
  */
 export async function readJsonBody(c: Context, empty: unknown): Promise<unknown> {
   const text = await c.req.text();
-  // A search for the first non-space character, not trim(): trimming a large body copies it.
-  if (!/\S/.test(text)) return empty;
-  if (bodyNestsTooDeep(text, MAX_BODY_NESTING_DEPTH)) {
+  // On node the bytes were scanned as they arrived (body.ts); bodies from app.request/app.fetch here.
+  if (bodyTooDeep(c) ?? bodyNestsTooDeep(text, MAX_BODY_NESTING_DEPTH)) {
     throw new RequestValidationError(
       "",
       `body nests arrays/objects deeper than ${MAX_BODY_NESTING_DEPTH} levels`,
     );
   }
+  // A search for the first non-space character, not trim(): trimming a large body copies it.
+  if (!/\S/.test(text)) return empty;
   try {
     return JSON.parse(text);
   } catch (error) {

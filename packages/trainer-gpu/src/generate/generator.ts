@@ -4,6 +4,8 @@ import type { CausalLM } from "../model/causal-lm.js";
 import { IncrementalDecoder, type TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { BatchCache } from "./batch-cache.js";
 import type { GenerationEngine } from "./engine.js";
+import { prefillPrompts } from "./prefill-groups.js";
+import { PrefixCache, type PrefixCacheOptions, type PrefixCacheStats, weightsStamp } from "./prefix-cache.js";
 import { allowedNextIds, sampleAllowed } from "./prefix-choices.js";
 import type { FinishReason, GeneratedToken, GenerateRequest, GenerateResult } from "./request.js";
 import { createRng, sampleToken, topLogprobs } from "./sampling.js";
@@ -12,12 +14,10 @@ import { modelSamplingDefaults, type SamplingDefaults } from "./sampling-default
 /**
  * The generation engine: a dynamic-batching scheduler over one KV cache.
  *
- * All running sequences share one right-aligned cache `[S, H, L, dh]` (keys and values):
- * each decode step appends one column for every sequence, so a sequence of length n occupies the last n
- * columns and the columns before it are masked. A request that arrives mid-flight is prefilled alone,
- * left-padded to the batch width and concatenated as a new row; finished rows are gathered out and
- * columns nobody uses any more are sliced off. Sampling runs per sequence with its own seeded RNG, so a
- * request gets the same tokens whether it runs alone or joins a busy batch.
+ * All running sequences share one right-aligned cache `[S, H, L, dh]` (see batch-cache.ts); a request that
+ * arrives mid-flight is prefilled (reusing cached prompt prefixes, see prefix-cache.ts) and joins as a new
+ * row. Sampling runs per sequence with its own seeded RNG, so a request gets the same tokens whether it
+ * runs alone or joins a busy batch.
  */
 
 export interface GeneratorOptions {
@@ -28,6 +28,12 @@ export interface GeneratorOptions {
    * (`modelSamplingDefaults`; a checkpoint without one, or a `PolicyModel`, samples at temperature 1).
    */
   samplingDefaults?: SamplingDefaults;
+  /**
+   * Reuse the keys/values of prompt prefixes already prefilled (`PrefixCache`: blocks of 16 tokens, LRU
+   * within 64 MiB by default), for models that implement `prefillAfter` (`PretrainedModel`); cleared when
+   * the weights change. `false` turns it off.
+   */
+  prefixCache?: PrefixCacheOptions | false;
 }
 
 interface Seq {
@@ -59,6 +65,7 @@ export class Generator implements GenerationEngine {
   private queue: Seq[] = [];
   private active: Seq[] = [];
   private readonly cache = new BatchCache();
+  private readonly prefixCache: PrefixCache | null;
   private running = false;
   private paused = false;
   private drainWaiters: Array<() => void> = [];
@@ -72,6 +79,13 @@ export class Generator implements GenerationEngine {
     this.eosIds = new Set(tokenizer.eosIds);
     this.maxBatchSize = options.maxBatchSize ?? 64;
     this.samplingDefaults = options.samplingDefaults ?? modelSamplingDefaults(model);
+    this.prefixCache =
+      options.prefixCache === false || !model.prefillAfter ? null : new PrefixCache(options.prefixCache);
+  }
+
+  /** Prefix-cache counters (null without a cache). */
+  get prefixCacheStats(): PrefixCacheStats | null {
+    return this.prefixCache?.getStats() ?? null;
   }
 
   /** Increments every time weights are swapped through `swapWeights`. */
@@ -175,7 +189,10 @@ export class Generator implements GenerationEngine {
 
   /** Resume admission; pass `weightsChanged` after updating the served model in place to bump `version`. */
   resume(options: { weightsChanged?: boolean } = {}): void {
-    if (options.weightsChanged) this._version++;
+    if (options.weightsChanged) {
+      this._version++;
+      this.prefixCache?.clear();
+    }
     this.paused = false;
     this.kick();
   }
@@ -191,6 +208,7 @@ export class Generator implements GenerationEngine {
       if (typeof apply === "function") await apply(this.model);
       else if (apply) this.model.setWeightsFrom(apply);
       this._version++;
+      this.prefixCache?.clear();
     } finally {
       this.resume();
     }
@@ -233,8 +251,8 @@ export class Generator implements GenerationEngine {
   }
 
   /**
-   * Admit queued sequences up to the batch limit (a group is admitted whole). Prompts of equal length are
-   * prefilled together in one forward pass (rows are independent, so results equal a lone prefill).
+   * Admit queued sequences up to the batch limit (a group is admitted whole) and prefill them
+   * (`prefillPrompts`: equal-length prompts together, cached prefixes reused).
    */
   private admit(): void {
     const admitted: Seq[] = [];
@@ -248,17 +266,20 @@ export class Generator implements GenerationEngine {
       if (seq.finish) this.complete(seq);
       else admitted.push(seq);
     }
-    const byLength = new Map<number, Seq[]>();
-    for (const seq of admitted) {
-      const P = seq.req.promptIds.length;
-      byLength.set(P, [...(byLength.get(P) ?? []), seq]);
-    }
+    if (admitted.length === 0) return;
+    // Weights changed under the cache (an optimizer step, a worker's broadcast): its keys/values are stale.
+    this.prefixCache?.validate(weightsStamp());
     const V = this.model.config.vocabSize;
-    for (const [P, seqs] of byLength) {
-      const { logits, cache } = this.model.prefillMany(
-        seqs.map((s) => s.req.promptIds),
-        adapterRows(seqs),
-      );
+    // Rows of different adapters never share prefill work or cached keys/values: one call per adapter.
+    const groups = byAdapter(admitted).flatMap(({ adapter, seqs: part }) =>
+      prefillPrompts(
+        this.model,
+        part.map((s) => s.req.promptIds),
+        this.prefixCache,
+        adapter,
+      ).map((g) => ({ ...g, seqs: g.members.map((i) => part[i] as Seq) })),
+    );
+    for (const { seqs, logits, cache, length } of groups) {
       seqs.forEach((seq, i) => {
         this.accept(seq, logits.subarray(i * V, (i + 1) * V));
       });
@@ -278,7 +299,7 @@ export class Generator implements GenerationEngine {
         idx.dispose();
         for (const c of cache) tf.dispose([c.k, c.v]);
       }
-      this.cache.addRows(rows, P);
+      this.cache.addRows(rows, length);
       for (const i of keep) this.active.push(seqs[i] as Seq);
     }
   }
@@ -379,6 +400,17 @@ export class Generator implements GenerationEngine {
       modelVersion: this._version,
     });
   }
+}
+
+/** `seqs` partitioned by the adapter they asked for (in first-seen order). */
+function byAdapter(seqs: readonly Seq[]): Array<{ adapter: string | null | undefined; seqs: Seq[] }> {
+  const parts = new Map<string | null | undefined, Seq[]>();
+  for (const s of seqs) {
+    const part = parts.get(s.req.adapter);
+    if (part) part.push(s);
+    else parts.set(s.req.adapter, [s]);
+  }
+  return [...parts].map(([adapter, part]) => ({ adapter, seqs: part }));
 }
 
 /** The per-row adapter selection of `seqs`, or undefined when none asks for one (the model's default). */

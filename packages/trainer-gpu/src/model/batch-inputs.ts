@@ -112,3 +112,13 @@ export function targetLogProbs(
   const entropy = tf.neg(tf.sum(tf.mul(tf.exp(lp), lp), -1)) as tf.Tensor2D;
   return { logProbs, entropy };
 }
+
+/** Length of the longest prefix all rows share (token ids), at most `T - 1` so every row keeps a suffix. */
+export function commonPrefixLength(rows: readonly (readonly number[])[]): number {
+  const first = rows[0];
+  if (!first) return 0;
+  const T = Math.min(...rows.map((r) => r.length));
+  let p = 0;
+  while (p < T - 1 && rows.every((r) => r[p] === first[p])) p++;
+  return p;
+}

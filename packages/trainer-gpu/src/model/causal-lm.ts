@@ -56,6 +56,16 @@ export interface CausalLM {
     prompts: ReadonlyArray<readonly number[]>,
     adapters?: AdapterRows,
   ): { logits: Float32Array; cache: LayerKV[] };
+  /**
+   * Optional (prefix caching): `prefillMany` of prompts that all start with the tokens whose keys/values
+   * `prefix` holds (`[1, H, L, dh]` per layer), running only the positions after them. The prefix must
+   * have been computed with the same adapter selection.
+   */
+  prefillAfter?(
+    prefix: readonly LayerKV[],
+    prompts: ReadonlyArray<readonly number[]>,
+    adapters?: AdapterRows,
+  ): { logits: Float32Array; cache: LayerKV[] };
   decodeStep(
     tokens: readonly number[],
     positions: readonly number[],

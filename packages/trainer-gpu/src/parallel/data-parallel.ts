@@ -1,6 +1,5 @@
 import { InvalidArgumentError } from "@agl/core";
 import * as tf from "@tensorflow/tfjs";
-import { lengthBalancedMicroBatches } from "../model/micro-batches.js";
 import {
   type ActorMetrics,
   type ActorUpdateOptions,
@@ -14,6 +13,7 @@ import {
   updateActor,
 } from "../ppo/actor.js";
 import type { AdamW } from "../ppo/optim.js";
+import { promptMicroBatches } from "../ppo/prompt-micro-batches.js";
 import type { TrainRow } from "../ppo/triplet-rows.js";
 import type { SftRows } from "../sft/micro-batch.js";
 import type { PolicyWorkers } from "./pool.js";
@@ -84,7 +84,7 @@ export function runActorUpdate(
 
 /**
  * `computeLogprobs` of the policy (the old log-probs pass) on `workers` when given — the same
- * length-balanced micro-batches, one per task, results put back in row order, so the values are the
+ * micro-batches (`promptMicroBatches`), one per task, results put back in row order, so the values are the
  * serial ones — else in this thread.
  */
 export async function policyLogprobs(
@@ -97,10 +97,7 @@ export async function policyLogprobs(
   const { policy, workers } = models;
   if (!workers) return computeLogprobs(policy, rows, microBatchRows, padId, temperature);
   await workers.syncWeights();
-  const groups = lengthBalancedMicroBatches(
-    rows.map((r) => r.promptIds.length + r.responseIds.length),
-    microBatchRows,
-  );
+  const groups = promptMicroBatches(rows, microBatchRows);
   const results = await workers.map(groups, (group, w) =>
     workers.call(w, {
       op: "logprobs",

@@ -25,6 +25,9 @@ export type ModelSpec =
       base: WeightsMessage;
       lora: Omit<LoraSettings, "scale"> | null;
       adapters: WeightsMessage | null;
+      /** Shared-prefix scoring settings (see `PretrainedModel.sharePrefix`), as the model had them. */
+      sharePrefix: boolean;
+      sharedPrefixMinTokens: number;
     };
 
 /** The variables a weight broadcast carries, by name: all weights, or a LoRA model's adapters only. */
@@ -91,6 +94,8 @@ export function modelSpec(model: CausalLM): ModelSpec {
         ? { rank: lora.rank, alpha: lora.alpha, targetModules: lora.targetModules, useRslora: lora.useRslora }
         : null,
       adapters: lora ? broadcastWeights(model) : null,
+      sharePrefix: model.sharePrefix,
+      sharedPrefixMinTokens: model.sharedPrefixMinTokens,
     };
   }
   throw unsupported(model);
@@ -117,6 +122,8 @@ export function buildReplica(spec: ModelSpec): CausalLM {
     },
     { contextLength: spec.contextLength, rawConfig: spec.rawConfig, generationConfig: spec.generationConfig },
   );
+  model.sharePrefix = spec.sharePrefix;
+  model.sharedPrefixMinTokens = spec.sharedPrefixMinTokens;
   if (spec.lora && spec.adapters) {
     applyLora(model, spec.lora);
     assignWeights(model, spec.adapters);

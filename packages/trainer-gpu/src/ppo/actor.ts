@@ -1,5 +1,4 @@
 import * as tf from "@tensorflow/tfjs-core";
-import { lengthBalancedMicroBatches } from "../model/micro-batches.js";
 import { type PackedBatch, packBatch, toPacked } from "./batch.js";
 import type { KlEstimator, LossAggMode } from "./config.js";
 import {
@@ -11,6 +10,7 @@ import {
   weightedSum,
 } from "./loss.js";
 import { type AdamW, addGrads, clipByGlobalNorm } from "./optim.js";
+import { promptMicroBatches } from "./prompt-micro-batches.js";
 import type { SeededRandom } from "./rng.js";
 import type { TrainRow } from "./triplet-rows.js";
 
@@ -100,8 +100,7 @@ export function computeLogprobs(
   const logprobs: number[][] = [];
   const entropy: number[][] = [];
   const rawLogprobs: number[][] = [];
-  const lengths = rows.map((r) => r.promptIds.length + r.responseIds.length);
-  for (const group of lengthBalancedMicroBatches(lengths, microBatchRows)) {
+  for (const group of promptMicroBatches(rows, microBatchRows)) {
     const packed = packBatch(
       group.map((k) => rows[k]!),
       padId,
@@ -298,10 +297,8 @@ export function* actorUpdatePlan(
         o.lossScaleFactor,
       );
       const metricWeights = aggregationWeights(masks, "token-mean");
-      const micro = lengthBalancedMicroBatches(
-        miniRows.map((r) => r.promptIds.length + r.responseIds.length),
-        o.microBatchRows,
-      ).map(
+      // Rows of one prompt stay together so a prefix-sharing model runs the prompt once (same math).
+      const micro = promptMicroBatches(miniRows, o.microBatchRows).map(
         (part): MicroBatch => ({
           rows: part.map((j) => miniRows[j]!),
           inputs: part.map((j) => inputs[mini[j]!]!),

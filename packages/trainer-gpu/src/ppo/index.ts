@@ -10,6 +10,7 @@ export * from "./metrics-log.js";
 export * from "./optim.js";
 export { lineChartSvg, type Series } from "./plot.js";
 export * from "./policies.js";
+export { promptMicroBatches } from "./prompt-micro-batches.js";
 export type { PPOProxyOptions } from "./proxy-options.js";
 export * from "./rng.js";
 export * from "./serving.js";

@@ -1,5 +1,6 @@
 import * as tf from "@tensorflow/tfjs";
 import type { CausalLM, IdsInput, LayerKV, MaskInput } from "../model/causal-lm.js";
+import { prefillAfterRows } from "./incremental.js";
 import type { PretrainedModel } from "./pretrained-model.js";
 import { matmulParameters } from "./weights.js";
 
@@ -58,6 +59,9 @@ export class BaseModelView implements CausalLM {
   }
   prefillMany(prompts: ReadonlyArray<readonly number[]>) {
     return this.model.prefillWith(prompts, this.adapter);
+  }
+  prefillAfter(prefix: readonly LayerKV[], prompts: ReadonlyArray<readonly number[]>) {
+    return prefillAfterRows(this.model, prefix, prompts, false);
   }
   decodeStep(
     tokens: readonly number[],

@@ -71,4 +71,5 @@ export {
   writeRandomCheckpoint,
 } from "./random-checkpoint.js";
 export { type FloatTensor, readSafetensors, readSafetensorsHeader, writeSafetensors } from "./safetensors.js";
+export { commonPrefixLength } from "./shared-prefix.js";
 export { LINEAR_MODULES, type LinearModule } from "./weights.js";

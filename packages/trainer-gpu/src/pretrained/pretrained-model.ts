@@ -1,16 +1,18 @@
 import * as tf from "@tensorflow/tfjs";
-import { batchInputs, CausalMasks, checkLength, toRows } from "../model/batch-inputs.js";
+import { CausalMasks } from "../model/batch-inputs.js";
 import type { AdapterRows, CausalLM, IdsInput, LayerKV, MaskInput } from "../model/causal-lm.js";
 import { embedRows, mm } from "../model/ops.js";
 import { type AdapterChoice, DEFAULT_ADAPTER, type LoraState } from "./adapter-rows.js";
 import { BaseModelView } from "./base-view.js";
-import { DEFAULT_HEAD_CHUNK_ELEMENTS, headLogProbs } from "./chunked-head.js";
+import { DEFAULT_HEAD_CHUNK_ELEMENTS } from "./chunked-head.js";
 import { decoderBlocks } from "./decoder.js";
 import type { ArchConfig } from "./hf-config.js";
+import { decodeRows, prefillAfterRows, prefillRows } from "./incremental.js";
 import { type LoraWeights, loraTrainables, peftKey } from "./lora-state.js";
 import { RotaryCache } from "./rope.js";
 import type { FloatTensor } from "./safetensors.js";
-import { linearSites, matmulParameters, weightSpecs } from "./weights.js";
+import { batchHidden, scoreTokens, type TokenScores } from "./scoring.js";
+import { fileLayoutInit, linearSites, matmulParameters, randomInit, weightSpecs } from "./weights.js";
 
 /**
  * A Llama / Qwen2 / Qwen3 / Mistral decoder in tfjs, exactly as the reference implementations compute it:
@@ -39,13 +41,7 @@ export interface PretrainedModelConfig {
   readonly nLayers: number;
 }
 
-/** Per-token scores of `ids[:, 1:]`, `[B, T-1]` each. */
-export type TokenScores = {
-  logProbs: tf.Tensor2D;
-  entropy?: tf.Tensor2D;
-  /** Log-probs at temperature 1 (the same tensor as `logProbs` when the temperature is 1). */
-  raw?: tf.Tensor2D;
-};
+export type { TokenScores };
 
 let nextInstance = 0;
 
@@ -70,6 +66,13 @@ export class PretrainedModel implements CausalLM {
    * with a large vocabulary, at the cost of more, smaller head matmuls.
    */
   headChunkElements = DEFAULT_HEAD_CHUNK_ELEMENTS;
+  /**
+   * Run a prefix all rows of a scored batch share once (shared-prefix.ts): sft(), trainStep(), PPO passes.
+   * Same results up to float rounding; `false` runs every row in full. Set before starting workers.
+   */
+  sharePrefix = true;
+  /** Shortest common prefix worth sharing (default 16 tokens). */
+  sharedPrefixMinTokens = 16;
 
   /** `value(name)` returns each weight in the in-memory layout (linear weights `[in, out]`). */
   constructor(
@@ -104,21 +107,7 @@ export class PretrainedModel implements CausalLM {
     get: (name: string) => FloatTensor,
     options: PretrainedModelOptions = {},
   ): PretrainedModel {
-    const linear = new Set(
-      weightSpecs(arch)
-        .filter((s) => s.linear)
-        .map((s) => s.name),
-    );
-    return new PretrainedModel(
-      arch,
-      (name) =>
-        tf.tidy(() => {
-          const t = get(name);
-          const x = tf.tensor(t.data, t.shape);
-          return linear.has(name) ? tf.transpose(x) : x;
-        }),
-      options,
-    );
+    return new PretrainedModel(arch, fileLayoutInit(arch, get), options);
   }
 
   /** A randomly initialised model (normal(0, std) matrices, norms near 1, random biases). */
@@ -127,18 +116,7 @@ export class PretrainedModel implements CausalLM {
     seed = 0,
     options: PretrainedModelOptions & { std?: number } = {},
   ): PretrainedModel {
-    const std = options.std ?? 0.02;
-    let i = 0;
-    return new PretrainedModel(
-      arch,
-      (name, shape) => {
-        i++;
-        if (name.endsWith("norm.weight"))
-          return tf.randomUniform(shape, 0.8, 1.2, "float32", seed * 1000 + i);
-        return tf.randomNormal(shape, 0, name.endsWith(".bias") ? 0.1 : std, "float32", seed * 1000 + i);
-      },
-      options,
-    );
+    return new PretrainedModel(arch, randomInit(seed, options.std ?? 0.02), options);
   }
 
   /** The default LoRA adapter (`applyLora`'s); `null` without one. Managed by lora.ts. */
@@ -229,6 +207,8 @@ export class PretrainedModel implements CausalLM {
       sourceDir: this.sourceDir,
       generationConfig: this.generationConfig,
     });
+    copy.sharePrefix = this.sharePrefix;
+    copy.sharedPrefixMinTokens = this.sharedPrefixMinTokens;
     if (this.adapters.size > 0 && options.withAdapters !== false) {
       for (const [name, lora] of this.adapters) {
         const weights = new Map<string, LoraWeights>();
@@ -276,8 +256,8 @@ export class PretrainedModel implements CausalLM {
     this.vars.clear();
   }
 
-  /** Run the decoder layers (see decoder.ts) on embedded tokens `x [B*T,d]`. */
-  private blocks(
+  /** @internal Run the decoder layers (see decoder.ts) on embedded tokens `x [B*T,d]`. */
+  blocks(
     x: tf.Tensor2D,
     B: number,
     T: number,
@@ -294,12 +274,18 @@ export class PretrainedModel implements CausalLM {
     return decoderBlocks(weights, this.rotary, x, B, T, positions, bias, adapters, past);
   }
 
+  /** @internal The additive causal mask `[1,1,T,T]` (cached; do not dispose). */
+  causalMask(T: number): tf.Tensor {
+    return this.masks.get(T);
+  }
+
   /**
-   * The output head as a `[d, V]` matrix. A tied head is `E^T`; WASM's transpose-flag matmul is very slow
-   * for this product (the largest of the model), so `E` is transposed explicitly: inside the tape while `E`
-   * is trainable (its gradient must flow), otherwise from a copy cached until `E`'s data changes.
+   * @internal The output head as a `[d, V]` matrix. A tied head is `E^T`; WASM's transpose-flag matmul is
+   * very slow for this product (the largest of the model), so `E` is transposed explicitly: inside the
+   * tape while `E` is trainable (its gradient must flow), otherwise from a copy cached until `E`'s data
+   * changes.
    */
-  private headWeight(): tf.Tensor2D {
+  headWeight(): tf.Tensor2D {
     if (!this.arch.tieWordEmbeddings) return this.variable("lm_head.weight") as tf.Tensor2D;
     const e = this.variable("model.embed_tokens.weight");
     if (e.trainable) return tf.transpose(e) as tf.Tensor2D;
@@ -310,28 +296,19 @@ export class PretrainedModel implements CausalLM {
     return this.headT.tensor as tf.Tensor2D;
   }
 
-  /** Output logits `[rows, V]` of hidden states `h [rows, d]`. */
-  private head(h: tf.Tensor): tf.Tensor2D {
+  /** @internal Output logits `[rows, V]` of hidden states `h [rows, d]`. */
+  head(h: tf.Tensor): tf.Tensor2D {
     return mm(h, this.headWeight()) as tf.Tensor2D;
   }
 
-  private embed(ids: Int32Array): tf.Tensor2D {
+  /** @internal Embeddings `[n, d]` of flat ids. */
+  embed(ids: Int32Array): tf.Tensor2D {
     return embedRows(this.variable("model.embed_tokens.weight") as tf.Tensor2D, ids);
   }
 
   /** @internal Final hidden states `[B*T,d]` of a batch, with or without the LoRA adapters. */
   forwardHidden(inputIds: IdsInput, attentionMask: MaskInput | undefined, adapters: AdapterChoice) {
-    const inp = batchInputs(inputIds, attentionMask, this.config.contextLength);
-    const { B, T } = inp;
-    let bias: tf.Tensor = this.masks.get(T);
-    let positions = inp.positions;
-    if (inp.keyBias) bias = tf.add(bias, tf.tensor4d(inp.keyBias, [B, 1, 1, T]));
-    if (!positions) {
-      positions = new Int32Array(B * T);
-      for (let b = 0; b < B; b++) for (let t = 0; t < T; t++) positions[b * T + t] = t;
-    }
-    const { h } = this.blocks(this.embed(inp.flat), B, T, positions, bias, adapters);
-    return { h, rows: inp.rows, B, T };
+    return batchHidden(this, inputIds, attentionMask, adapters);
   }
 
   /** @internal */
@@ -358,7 +335,7 @@ export class PretrainedModel implements CausalLM {
 
   /**
    * @internal Log-probs of `ids[:, t+1]` (and entropies) at `temperature`, computed on the device by the
-   * chunked head (see chunked-head.ts): the `[B, T, V]` logits are never materialised. With `raw`, also the
+   * chunked head (see scoring.ts): the `[B, T, V]` logits are never materialised. With `raw`, also the
    * log-probs at temperature 1 from the same hidden states.
    */
   scores(
@@ -366,34 +343,7 @@ export class PretrainedModel implements CausalLM {
     mask: MaskInput | undefined,
     options: { temperature: number; entropy: boolean; raw?: boolean; adapters: AdapterChoice },
   ): TokenScores {
-    const rows = toRows(inputIds);
-    const T = rows[0]?.length ?? 0;
-    if (T < 2) throw new Error("tokenLogProbs needs sequences of at least 2 tokens");
-    const targets = new Int32Array(rows.length * (T - 1));
-    rows.forEach((r, b) => {
-      targets.set(r.slice(1), b * (T - 1));
-    });
-    return tf.tidy(() => {
-      const { h, B } = this.forwardHidden(rows, mask, options.adapters);
-      const d = this.config.dModel;
-      const N = B * (T - 1);
-      const hs = tf.reshape(tf.slice(tf.reshape(h, [B, T, d]), [0, 0, 0], [B, T - 1, d]), [
-        N,
-        d,
-      ]) as tf.Tensor2D;
-      const w = this.headWeight();
-      const maxElements = this.headChunkElements;
-      const { temperature, entropy } = options;
-      const out = headLogProbs(hs, w, targets, { temperature, entropy, maxElements });
-      const column = (t: tf.Tensor, i: number) =>
-        tf.reshape(tf.slice(t, [0, i], [N, 1]), [B, T - 1]) as tf.Tensor2D;
-      const scores: TokenScores = { logProbs: column(out, 0) };
-      if (entropy) scores.entropy = column(out, 1);
-      if (options.raw)
-        scores.raw =
-          temperature === 1 ? scores.logProbs : column(headLogProbs(hs, w, targets, { maxElements }), 0);
-      return scores;
-    });
+    return scoreTokens(this, inputIds, mask, options);
   }
 
   /** @internal */
@@ -445,26 +395,7 @@ export class PretrainedModel implements CausalLM {
 
   /** @internal */
   prefillWith(prompts: ReadonlyArray<readonly number[]>, adapters: AdapterChoice) {
-    const n = prompts.length;
-    const T = prompts[0]?.length ?? 0;
-    if (n === 0 || T === 0) throw new Error("prefill needs at least one non-empty prompt");
-    if (prompts.some((p) => p.length !== T)) throw new Error("prefillMany needs prompts of equal length");
-    checkLength(T, this.config.contextLength);
-    const flat = new Int32Array(n * T);
-    const positions = new Int32Array(n * T);
-    prompts.forEach((p, i) => {
-      flat.set(p, i * T);
-      for (let t = 0; t < T; t++) positions[i * T + t] = t;
-    });
-    const d = this.config.dModel;
-    const result = tf.tidy(() => {
-      const { h, kv } = this.blocks(this.embed(flat), n, T, positions, this.masks.get(T), adapters);
-      const last = tf.reshape(tf.slice(tf.reshape(h, [n, T, d]), [0, T - 1, 0], [n, 1, d]), [n, d]);
-      return { logits: this.head(last), kv: kv.map((e) => ({ k: e.k, v: e.v })) };
-    });
-    const logits = Float32Array.from(result.logits.dataSync() as Float32Array);
-    result.logits.dispose();
-    return { logits, cache: result.kv };
+    return prefillRows(this, prompts, adapters);
   }
 
   /** `adapters`: one entry per prompt (see `AdapterChoice`); default the default adapter. */
@@ -475,6 +406,14 @@ export class PretrainedModel implements CausalLM {
     return this.prefillWith(prompts, adapters ?? true);
   }
 
+  prefillAfter(
+    prefix: readonly LayerKV[],
+    prompts: ReadonlyArray<readonly number[]>,
+    adapters?: AdapterRows,
+  ) {
+    return prefillAfterRows(this, prefix, prompts, adapters ?? true);
+  }
+
   /** @internal */
   decodeWith(
     tokens: readonly number[],
@@ -483,16 +422,7 @@ export class PretrainedModel implements CausalLM {
     keyBias: tf.Tensor4D,
     adapters: AdapterChoice,
   ) {
-    const S = tokens.length;
-    for (const p of positions) checkLength(p + 1, this.config.contextLength);
-    const result = tf.tidy(() => {
-      const pos = Int32Array.from(positions);
-      const { h, kv } = this.blocks(this.embed(Int32Array.from(tokens)), S, 1, pos, keyBias, adapters, cache);
-      return { logits: this.head(h), kv: kv.map((e) => ({ k: e.k, v: e.v })) };
-    });
-    const logits = Float32Array.from(result.logits.dataSync() as Float32Array);
-    result.logits.dispose();
-    return { logits, cache: result.kv };
+    return decodeRows(this, tokens, positions, cache, keyBias, adapters);
   }
 
   decodeStep(

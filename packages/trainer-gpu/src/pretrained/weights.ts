@@ -1,4 +1,6 @@
+import * as tf from "@tensorflow/tfjs";
 import type { ArchConfig } from "./hf-config.js";
+import type { FloatTensor } from "./safetensors.js";
 
 /**
  * The tensors of a Llama/Qwen/Mistral checkpoint, by their Hugging Face names and shapes. Linear weights
@@ -90,4 +92,35 @@ export function matmulParameters(a: ArchConfig): number {
     .filter((s) => s.layer === 0)
     .reduce((n, s) => n + s.inFeatures * s.outFeatures, 0);
   return a.numLayers * perLayer + a.vocabSize * a.hiddenSize;
+}
+
+/**
+ * Initial values of a random model (`PretrainedModel.random`): norm gains uniform in [0.8, 1.2], biases
+ * normal(0, 0.1), other matrices normal(0, std); each weight seeded from `seed` and its order.
+ */
+export function randomInit(seed: number, std: number): (name: string, shape: number[]) => tf.Tensor {
+  let i = 0;
+  return (name, shape) => {
+    i++;
+    if (name.endsWith("norm.weight")) return tf.randomUniform(shape, 0.8, 1.2, "float32", seed * 1000 + i);
+    return tf.randomNormal(shape, 0, name.endsWith(".bias") ? 0.1 : std, "float32", seed * 1000 + i);
+  };
+}
+
+/** Initial values from tensors in the file layout (`[out, in]` linear weights are transposed). */
+export function fileLayoutInit(
+  arch: ArchConfig,
+  get: (name: string) => FloatTensor,
+): (name: string, shape: number[]) => tf.Tensor {
+  const linear = new Set(
+    weightSpecs(arch)
+      .filter((s) => s.linear)
+      .map((s) => s.name),
+  );
+  return (name) =>
+    tf.tidy(() => {
+      const t = get(name);
+      const x = tf.tensor(t.data, t.shape);
+      return linear.has(name) ? tf.transpose(x) : x;
+    });
 }

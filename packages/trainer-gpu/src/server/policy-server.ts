@@ -144,6 +144,10 @@ export class PolicyServer<G extends GenerationEngine = Generator> {
       );
       s.once("error", reject);
     });
+    // Node closes idle keep-alive sockets after 5 s, and a client (undici, the openai SDK) reusing one at
+    // that moment gets ECONNRESET. Generation and training block this event loop for seconds, so the close
+    // fires late and lands on the next request; a long idle timeout leaves closing idle sockets to clients.
+    (server as unknown as { keepAliveTimeout: number }).keepAliveTimeout = 65_000;
     this.server = server;
     const port = (server.address() as AddressInfo).port;
     this._url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;

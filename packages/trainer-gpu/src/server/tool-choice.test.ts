@@ -11,6 +11,7 @@ import { CALC_TOOL } from "../test-support/tiny.js";
 import { writeTinyPretrainedCheckpoint } from "../test-support/tiny-pretrained.js";
 import type { HfTokenizer } from "../tokenizer/hf-tokenizer.js";
 import { PolicyServer } from "./policy-server.js";
+import { forcedToolCalls } from "./tool-choice.js";
 
 /**
  * `tool_choice` enforced as vLLM does, through the openai SDK: "required" and a named function always
@@ -30,8 +31,11 @@ const ECHO_TOOL = {
 };
 const TOOLS = [CALC_TOOL, ECHO_TOOL] as OpenAI.ChatCompletionTool[];
 const question = [{ role: "user" as const, content: "2+3?" }];
-/** How the checkpoint's Qwen3 template renders the opening of a call (see hf-tiny's transcript). */
-const opening = (name: string) => `<think>\n\n</think>\n\n<tool_call>\n{"name": "${name}", "arguments":`;
+/**
+ * How the checkpoint's Qwen3 template renders the opening of a call in a conversation that goes on with
+ * its result: no empty `<think>` block, which Qwen3 writes only before the final assistant turn.
+ */
+const opening = (name: string) => `<tool_call>\n{"name": "${name}", "arguments":`;
 
 async function serve(model: CausalLM, policy: { tokenizer: HfTokenizer; template: never }, name: string) {
   const server = new PolicyServer({
@@ -122,6 +126,46 @@ describe("tool_choice on a random Hugging Face checkpoint (it never writes a cal
     }
   });
 
+  it("the forced opening is token for token how a call turn renders in a training transcript", () => {
+    for (const history of [
+      question,
+      [
+        ...question,
+        {
+          role: "assistant" as const,
+          content: null,
+          tool_calls: [
+            { id: "c1", type: "function" as const, function: { name: "calc", arguments: '{"a":2}' } },
+          ],
+        },
+        { role: "tool" as const, tool_call_id: "c1", content: "5" },
+      ],
+    ]) {
+      const tools = TOOLS as never;
+      const template = policy.template as unknown as Parameters<typeof forcedToolCalls>[0];
+      const promptIds = template.encodeChat(history as never, tools).ids;
+      const [forced] = forcedToolCalls(template, history as never, tools, promptIds, ["echo"]);
+      // A transcript that calls echo and then answers: the call turn is not the last one.
+      const call = {
+        id: "c9",
+        type: "function" as const,
+        function: { name: "echo", arguments: '{"text":"x"}' },
+      };
+      const transcript = [
+        ...history,
+        { role: "assistant" as const, content: null, tool_calls: [call] },
+        { role: "tool" as const, tool_call_id: "c9", content: "x" },
+        { role: "assistant" as const, content: "x" },
+      ];
+      const { ids } = template.encodeChat(transcript as never, tools, { addGenerationPrompt: false });
+      expect(ids.slice(0, promptIds.length)).toEqual(promptIds);
+      expect(forced?.ids).toEqual(ids.slice(promptIds.length, promptIds.length + (forced?.ids.length ?? 0)));
+      expect(policy.tokenizer.decode(forced?.ids ?? [], { skipSpecialTokens: false })).toMatch(
+        /^<tool_call>/,
+      );
+    }
+  });
+
   it("a named function: the call is to that tool, its whole opening forced", async () => {
     const res = await create({
       tool_choice: { type: "function", function: { name: "echo" } },
@@ -174,7 +218,8 @@ describe("tool_choice on a model trained to call calc", { timeout: 120_000 }, ()
   let server: PolicyServer;
   let client: OpenAI;
   beforeAll(async () => {
-    s = await hfToolCallingModel();
+    // Trained on the call followed by its result, as real transcripts are: what "required" forces.
+    s = await hfToolCallingModel(true);
     ({ server, client } = await serve(s.model, s as never, "tiny-trained"));
   }, 180_000);
   afterAll(async () => {

@@ -65,18 +65,26 @@ export function forcedToolCalls(
   const text = (ids: readonly number[]) => tok.decode(ids, { skipSpecialTokens: false });
   return names.map((name) => {
     const call: ToolCall = { id: "call_0", type: "function", function: { name, arguments: "{}" } };
-    let ids: number[];
-    try {
-      ids = template.encodeChat(
-        [...messages, { role: "assistant", content: null, tool_calls: [call] }],
-        tools,
-        {
-          addGenerationPrompt: false,
-        },
-      ).ids;
-    } catch (error) {
-      if (InvalidArgumentError.isInstance(error)) throw unsupported(`${error.message}`);
-      throw error;
+    const turn: ChatMessage = { role: "assistant", content: null, tool_calls: [call] };
+    // The call as it renders when its result follows (as it always does in a conversation, and in every
+    // transcript a model is trained on): some templates render the LAST assistant turn differently, e.g.
+    // Qwen3 puts an empty `<think>` block only before the final turn, so a call rendered last would force
+    // tokens the model never wrote before a call. Templates that cannot render the result fall back to
+    // the call rendered last.
+    const renderings = [
+      [...messages, turn, { role: "tool", tool_call_id: call.id, content: "" } as ChatMessage],
+      [...messages, turn],
+    ];
+    let ids: number[] = [];
+    for (const [k, conversation] of renderings.entries()) {
+      try {
+        ids = template.encodeChat(conversation, tools, { addGenerationPrompt: false }).ids;
+      } catch (error) {
+        if (!InvalidArgumentError.isInstance(error)) throw error;
+        if (k === renderings.length - 1) throw unsupported(`${error.message}`);
+        continue;
+      }
+      if (ids.length > promptIds.length && promptIds.every((id, i) => ids[i] === id)) break;
     }
     if (ids.length <= promptIds.length || promptIds.some((id, i) => ids[i] !== id)) {
       throw unsupported(

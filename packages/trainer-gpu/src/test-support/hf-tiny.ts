@@ -27,8 +27,18 @@ export async function hfTinySetup(seed = 1, contextLength = 768) {
   return { dir, tokenizer, template, model };
 }
 
-/** The calc transcript in OpenAI form (rendered by the checkpoint's template as Qwen3 would see it). */
-export function hfToolTranscript(a: number, b: number): SftExample {
+/**
+ * The calc transcript in OpenAI form (rendered by the checkpoint's template as Qwen3 would see it). The
+ * call is the last turn (Qwen3 then renders an empty `<think>` block before it), or with `withResult` it
+ * is followed by the tool's result and the answer, as in a real conversation (no `<think>` before it).
+ */
+export function hfToolTranscript(a: number, b: number, withResult = false): SftExample {
+  const result: SftExample["messages"] = withResult
+    ? [
+        { role: "tool", tool_call_id: "c1", content: String(a + b) },
+        { role: "assistant", content: String(a + b) },
+      ]
+    : [];
   return {
     tools: [CALC_TOOL],
     messages: [
@@ -44,14 +54,15 @@ export function hfToolTranscript(a: number, b: number): SftExample {
           },
         ],
       },
+      ...result,
     ],
   };
 }
 
-/** A tiny model that has memorised `hfToolTranscript(2, 3)` under the Qwen template. */
-export async function hfToolCallingModel() {
+/** A tiny model that has memorised `hfToolTranscript(2, 3, withResult)` under the Qwen template. */
+export async function hfToolCallingModel(withResult = false) {
   const setup = await hfTinySetup(3);
-  const result = await sft(setup.model, [hfToolTranscript(2, 3)], {
+  const result = await sft(setup.model, [hfToolTranscript(2, 3, withResult)], {
     template: setup.template,
     steps: 30,
     batchSize: 1,

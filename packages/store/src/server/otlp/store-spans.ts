@@ -16,6 +16,7 @@ import {
   type SpanInput,
   wasSanitized,
 } from "@agl/core";
+import { assignsSequences } from "../../shared/assigning-spans.js";
 import type { StoreServerLogger } from "../logging.js";
 import type { PendingSpan } from "./convert.js";
 
@@ -62,7 +63,7 @@ function idProblem(p: PendingSpan): string | null {
 }
 
 /**
- * Check each span, allocate the missing sequence ids in one call, then store everything in one batch.
+ * Check each span, then store everything in one batch (missing sequence ids handed out on the way).
  * If a batch names an unknown rollout or attempt, store each (rollout, attempt) group on its own so one
  * bad group does not lose the others.
  */
@@ -78,22 +79,10 @@ export async function storeOtlpSpans(
     if (problem) refusals.add(problem, clip(p.rolloutId), clip(p.attemptId));
     return problem === null;
   });
-  const missing = candidates.filter((p) => p.span.sequence_id === undefined);
-  if (missing.length > 0) {
-    const ids = await store.getManySpanSequenceIds(missing.map((p) => [p.rolloutId, p.attemptId] as const));
-    missing.forEach((p, i) => {
-      p.span.sequence_id = ids[i]!;
-    });
-  }
   if (candidates.length === 0) return { refusals: refusals.list(), sanitized: 0 };
   // The common case, one batch: the store validates (and sanitises) each span once.
-  const all = candidates.map((p) => p.span as SpanInput);
-  try {
-    const stored = await store.addManySpans(all);
-    return { refusals: refusals.list(), sanitized: stored.filter(wasSanitized).length };
-  } catch (error) {
-    if (!NotFoundError.isInstance(error) && !InvalidArgumentError.isInstance(error)) throw error;
-  }
+  const stored = await storeBatch(store, candidates);
+  if (stored) return { refusals: refusals.list(), sanitized: stored.filter(wasSanitized).length };
   // Something in the batch was refused: find out which spans, store the rest.
   const spans: Span[] = [];
   for (const p of candidates) {
@@ -106,6 +95,38 @@ export async function storeOtlpSpans(
   }
   const sanitized = spans.length > 0 ? await storeGroups(store, spans, refusals) : 0;
   return { refusals: refusals.list(), sanitized };
+}
+
+/**
+ * All spans in one call; null when the store refused the batch for a span's content or target (the
+ * caller then finds out which). Missing sequence ids are handed out by the insert itself where the
+ * store can (SequenceAssigningStore), else reserved first; either way every span then has one.
+ */
+async function storeBatch(store: LightningStore, candidates: PendingSpan[]): Promise<Span[] | null> {
+  const assign = candidates.map((p) => p.span.sequence_id === undefined);
+  try {
+    if (assignsSequences(store) && assign.some(Boolean)) {
+      // Placeholders on copies: the per-span retry below must still see which ids are missing.
+      const spans = candidates.map((p) => ({ ...p.span, sequence_id: p.span.sequence_id ?? 0 }) as SpanInput);
+      return await store.addManySpansAssigningSequences(spans, assign);
+    }
+    await reserveMissing(store, candidates);
+    return await store.addManySpans(candidates.map((p) => p.span as SpanInput));
+  } catch (error) {
+    if (!NotFoundError.isInstance(error) && !InvalidArgumentError.isInstance(error)) throw error;
+    await reserveMissing(store, candidates);
+    return null;
+  }
+}
+
+/** Give the spans without a sequence id theirs, reserved in one call. */
+async function reserveMissing(store: LightningStore, candidates: PendingSpan[]): Promise<void> {
+  const missing = candidates.filter((p) => p.span.sequence_id === undefined);
+  if (missing.length === 0) return;
+  const ids = await store.getManySpanSequenceIds(missing.map((p) => [p.rolloutId, p.attemptId] as const));
+  missing.forEach((p, i) => {
+    p.span.sequence_id = ids[i]!;
+  });
 }
 
 /** Store each (rollout, attempt) group on its own; returns how many stored spans were sanitised. */

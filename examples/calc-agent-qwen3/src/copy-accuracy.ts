@@ -1,0 +1,97 @@
+import type { CausalLM, ChatEncoder, ChatMessage, ToolDefinition } from "@agl/trainer-gpu";
+import { chainedSolution, type Problem } from "./dataset.js";
+
+/**
+ * A fast view of whether SFT is learning to copy numbers: teacher-forced accuracy of the model's most
+ * likely next token on the digits of perfect two-call solutions of held-out problems. Greedy episodes show
+ * the same thing only once every digit is right; this shows the copying being learnt digit by digit, in
+ * one forward pass over a few dozen transcripts.
+ *
+ * Digits are grouped by what producing them takes: `first` the operands of the first call (copied from
+ * the question), `carried` the first operand of the second call (the first call's result, copied from the
+ * tool message), `second` the other operand of the second call (copied from the question), `answer` the
+ * final answer (copied from the second tool message).
+ */
+
+export interface CopyAccuracy {
+  first: number;
+  carried: number;
+  second: number;
+  answer: number;
+  /** Every digit of the three replies. */
+  all: number;
+}
+
+type Group = Exclude<keyof CopyAccuracy, "all">;
+
+const isDigit = (s: string) => /^\d+$/.test(s);
+
+/** Which group each digit target of a chained transcript belongs to (null: not a digit). */
+export function digitGroups(pieces: readonly string[], mask: readonly number[]): (Group | null)[] {
+  const groups: (Group | null)[] = pieces.map(() => null);
+  let reply = -1;
+  let afterOp = false;
+  for (let t = 0; t < pieces.length; t++) {
+    if (!mask[t]) continue;
+    if (t === 0 || !mask[t - 1]) {
+      reply += 1;
+      afterOp = false;
+    }
+    const piece = pieces[t]!;
+    if (/^[-+*]$/.test(piece)) afterOp = true;
+    if (!isDigit(piece)) continue;
+    groups[t] = reply === 0 ? "first" : reply === 1 ? (afterOp ? "second" : "carried") : "answer";
+  }
+  return groups;
+}
+
+export function copyAccuracy(
+  model: CausalLM,
+  template: ChatEncoder,
+  problems: readonly Problem[],
+  batchSize = 16,
+): CopyAccuracy {
+  const hits: Record<Group, [number, number]> = {
+    first: [0, 0],
+    carried: [0, 0],
+    second: [0, 0],
+    answer: [0, 0],
+  };
+  const tok = template.tokenizer;
+  for (let i = 0; i < problems.length; i += batchSize) {
+    const rows = problems.slice(i, i + batchSize).map((p) => {
+      const d = chainedSolution(p);
+      return template.encodeChat(d.messages as ChatMessage[], d.tools as ToolDefinition[], {
+        addGenerationPrompt: false,
+      });
+    });
+    const T = Math.max(...rows.map((r) => r.ids.length));
+    const ids = rows.map((r) => [...r.ids, ...new Array<number>(T - r.ids.length).fill(0)]);
+    const attention = rows.map((r) => [
+      ...new Array<number>(r.ids.length).fill(1),
+      ...new Array<number>(T - r.ids.length).fill(0),
+    ]);
+    const logits = model.logits(ids, attention);
+    const best = logits.argMax(-1);
+    const predicted = best.arraySync() as number[][];
+    logits.dispose();
+    best.dispose();
+    rows.forEach((r, b) => {
+      const pieces = r.ids.map((id) => tok.decode([id], { skipSpecialTokens: false }));
+      digitGroups(pieces, r.assistantMask).forEach((g, t) => {
+        if (!g) return;
+        hits[g][1] += 1;
+        if (predicted[b]![t - 1] === r.ids[t]) hits[g][0] += 1;
+      });
+    });
+  }
+  const rate = ([a, n]: [number, number]) => (n ? a / n : 0);
+  const total = Object.values(hits).reduce<[number, number]>((s, [a, n]) => [s[0] + a, s[1] + n], [0, 0]);
+  return {
+    first: rate(hits.first),
+    carried: rate(hits.carried),
+    second: rate(hits.second),
+    answer: rate(hits.answer),
+    all: rate(total),
+  };
+}

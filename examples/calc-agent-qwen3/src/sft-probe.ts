@@ -1,0 +1,105 @@
+/**
+ * SFT probe: the job's SFT from a fresh checkpoint for a fixed number of steps, printing every `--every`
+ * steps the validation loss and the teacher-forced copy accuracy (src/copy-accuracy.ts), without the
+ * greedy/sampled episodes. For comparing SFT settings (model shape, rate, batch) on the validation split
+ * in minutes:
+ *
+ *   pnpm exec tsx examples/calc-agent-qwen3/src/sft-probe.ts --steps 120 --every 20 --lr 0.01 --batch 16 \
+ *     [--hidden 128 --mlp 384 --heads 4 --kv-heads 2 --head-dim 32] [--seed 1] [--workers 2]
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import {
+  loadPretrainedPolicy,
+  type SftExample,
+  selectBackend,
+  sft,
+  sftLoss,
+  startPolicyWorkers,
+} from "@agl/trainer-gpu";
+import { MODEL_SHAPE, writeInitialCheckpoint } from "./checkpoint.js";
+import { copyAccuracy } from "./copy-accuracy.js";
+import { demonstrations, makeSplits } from "./dataset.js";
+import { CachedChatEncoder, describeCopy } from "./experiment.js";
+import { MAIN_JOB } from "./settings.js";
+
+const { values: a } = parseArgs({
+  options: {
+    steps: { type: "string", default: "120" },
+    every: { type: "string", default: "20" },
+    lr: { type: "string", default: String(MAIN_JOB.sft.learningRate) },
+    batch: { type: "string", default: String(MAIN_JOB.sft.batchSize) },
+    hidden: { type: "string", default: String(MODEL_SHAPE.hiddenSize) },
+    mlp: { type: "string", default: String(MODEL_SHAPE.intermediateSize) },
+    layers: { type: "string", default: String(MODEL_SHAPE.numLayers) },
+    heads: { type: "string", default: String(MODEL_SHAPE.numHeads) },
+    "kv-heads": { type: "string", default: String(MODEL_SHAPE.numKvHeads) },
+    "head-dim": { type: "string", default: String(MODEL_SHAPE.headDim) },
+    seed: { type: "string", default: "1" },
+    workers: { type: "string", default: "2" },
+  },
+});
+const n = (k: keyof typeof a) => Number(a[k]);
+const shape = {
+  ...MODEL_SHAPE,
+  hiddenSize: n("hidden"),
+  intermediateSize: n("mlp"),
+  numLayers: n("layers"),
+  numHeads: n("heads"),
+  numKvHeads: n("kv-heads"),
+  headDim: n("head-dim"),
+};
+const seed = n("seed");
+const batch = n("batch");
+const every = n("every");
+
+await selectBackend();
+const dir = await mkdtemp(join(tmpdir(), "calc-sft-probe-"));
+try {
+  await writeInitialCheckpoint(dir, seed, shape);
+  const policy = await loadPretrainedPolicy(dir);
+  const splits = makeSplits(MAIN_JOB.splits, seed);
+  const template = new CachedChatEncoder(policy.template);
+  const demos = demonstrations(splits.demo, MAIN_JOB.sft.chainShare, seed) as unknown as SftExample[];
+  const valDemos = demonstrations(splits.val, MAIN_JOB.sft.chainShare, seed + 1) as unknown as SftExample[];
+  const val = splits.val.slice(0, MAIN_JOB.sft.valLossExamples);
+  console.log(`[sft-probe] ${policy.model.parameterCount.toLocaleString()} parameters; ${JSON.stringify(a)}`);
+  const workers = n("workers") > 0 ? await startPolicyWorkers(policy, { workers: n("workers") }) : undefined;
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  let optimizer: Awaited<ReturnType<typeof sft>>["optimizer"] | undefined;
+  let tokens = 0;
+  try {
+    for (let step = 0; step < n("steps"); step += every) {
+      const res = await sft(policy.model, demos, {
+        template,
+        steps: every,
+        batchSize: batch,
+        microBatchSize: Math.ceil(batch / 2),
+        workers,
+        learningRate: n("lr"),
+        warmupSteps: step === 0 ? 10 : 0,
+        optimizer,
+        seed: seed * 1000 + step,
+        onStep: (info) => {
+          tokens += info.sequenceTokens;
+        },
+      });
+      optimizer = res.optimizer;
+      const valLoss = sftLoss(policy.model, valDemos.slice(0, val.length), { template }).loss;
+      const copy = copyAccuracy(policy.model, template, val);
+      const cpu = process.cpuUsage(cpu0);
+      console.log(
+        `[sft-probe] step ${step + every}: loss ${res.losses.at(-1)!.toFixed(3)}, validation loss ${valLoss.toFixed(3)}, ${describeCopy(copy)}; ${tokens.toLocaleString()} tokens, ${((performance.now() - t0) / 1000).toFixed(0)} s, main-thread CPU ${((cpu.user + cpu.system) / 1e6).toFixed(0)} s`,
+      );
+    }
+  } finally {
+    optimizer?.dispose();
+    await workers?.close();
+    policy.model.dispose();
+  }
+} finally {
+  await rm(dir, { recursive: true, force: true });
+}
