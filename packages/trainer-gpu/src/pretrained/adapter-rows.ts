@@ -26,6 +26,29 @@ export interface LoraState {
  */
 export type AdapterChoice = boolean | string | ReadonlyArray<string | null | undefined>;
 
+/** A copy of `lora` as new variables of the model with tfjs scope `scope` (PEFT's default adapter unnamed). */
+export function cloneLora(lora: LoraState, scope: string, name: string): LoraState {
+  const weights = new Map<string, LoraWeights>();
+  const prefix = name === DEFAULT_ADAPTER ? scope : `${scope}/${name}`;
+  for (const [path, w] of lora.weights) {
+    weights.set(path, {
+      a: tf.variable(w.a.clone(), true, `${prefix}/${path}.lora_A`),
+      b: tf.variable(w.b.clone(), true, `${prefix}/${path}.lora_B`),
+    });
+  }
+  return { settings: { ...lora.settings }, weights };
+}
+
+/** Copy `from`'s adapter values into `into` (same sites); `name` only for the error. */
+export function assignLora(into: LoraState, from: LoraState | undefined, name: string): void {
+  for (const [path, w] of into.weights) {
+    const o = from?.weights.get(path);
+    if (!o) throw new Error(`setWeightsFrom: the other model has no LoRA adapter "${name}" on ${path}`);
+    w.a.assign(o.a);
+    w.b.assign(o.b);
+  }
+}
+
 /** Thrown for a selection naming an adapter the model does not have. */
 export class UnknownAdapterError extends Error {
   constructor(

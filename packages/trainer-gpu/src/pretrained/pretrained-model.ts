@@ -2,13 +2,19 @@ import * as tf from "@tensorflow/tfjs";
 import { CausalMasks } from "../model/batch-inputs.js";
 import type { AdapterRows, CausalLM, IdsInput, LayerKV, MaskInput } from "../model/causal-lm.js";
 import { embedRows, mm } from "../model/ops.js";
-import { type AdapterChoice, DEFAULT_ADAPTER, type LoraState } from "./adapter-rows.js";
+import {
+  type AdapterChoice,
+  assignLora,
+  cloneLora,
+  DEFAULT_ADAPTER,
+  type LoraState,
+} from "./adapter-rows.js";
 import { BaseModelView } from "./base-view.js";
 import { DEFAULT_HEAD_CHUNK_ELEMENTS } from "./chunked-head.js";
 import { decoderBlocks } from "./decoder.js";
 import type { ArchConfig } from "./hf-config.js";
 import { decodeRows, prefillAfterRows, prefillRows } from "./incremental.js";
-import { type LoraWeights, loraTrainables, peftKey } from "./lora-state.js";
+import { loraTrainables, peftKey } from "./lora-state.js";
 import { RotaryCache } from "./rope.js";
 import type { FloatTensor } from "./safetensors.js";
 import { batchHidden, scoreTokens, type TokenScores } from "./scoring.js";
@@ -210,17 +216,7 @@ export class PretrainedModel implements CausalLM {
     copy.sharePrefix = this.sharePrefix;
     copy.sharedPrefixMinTokens = this.sharedPrefixMinTokens;
     if (this.adapters.size > 0 && options.withAdapters !== false) {
-      for (const [name, lora] of this.adapters) {
-        const weights = new Map<string, LoraWeights>();
-        const prefix = name === DEFAULT_ADAPTER ? copy.scope : `${copy.scope}/${name}`;
-        for (const [path, w] of lora.weights) {
-          weights.set(path, {
-            a: tf.variable(w.a.clone(), true, `${prefix}/${path}.lora_A`),
-            b: tf.variable(w.b.clone(), true, `${prefix}/${path}.lora_B`),
-          });
-        }
-        copy.adapters.set(name, { settings: { ...lora.settings }, weights });
-      }
+      for (const [name, lora] of this.adapters) copy.adapters.set(name, cloneLora(lora, copy.scope, name));
       for (const v of copy.vars.values()) v.trainable = false;
     }
     if (options.trainable === false) for (const v of copy.trainableVariables) v.trainable = false;
@@ -234,15 +230,7 @@ export class PretrainedModel implements CausalLM {
   setWeightsFrom(other: CausalLM): void {
     if (!(other instanceof PretrainedModel)) throw new Error("setWeightsFrom needs another PretrainedModel");
     for (const [name, v] of this.vars) v.assign(other.variable(name));
-    for (const [adapter, lora] of this.adapters) {
-      for (const [path, w] of lora.weights) {
-        const o = other.adapters.get(adapter)?.weights.get(path);
-        if (!o)
-          throw new Error(`setWeightsFrom: the other model has no LoRA adapter "${adapter}" on ${path}`);
-        w.a.assign(o.a);
-        w.b.assign(o.b);
-      }
-    }
+    for (const [adapter, lora] of this.adapters) assignLora(lora, other.adapters.get(adapter), adapter);
   }
 
   dispose(): void {
