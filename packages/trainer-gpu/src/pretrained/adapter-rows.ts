@@ -39,6 +39,13 @@ export function cloneLora(lora: LoraState, scope: string, name: string): LoraSta
   return { settings: { ...lora.settings }, weights };
 }
 
+/** Number of parameters of an adapter (its A and B matrices). */
+export function loraSize(lora: LoraState): number {
+  let n = 0;
+  for (const w of lora.weights.values()) n += w.a.size + w.b.size;
+  return n;
+}
+
 /** Copy `from`'s adapter values into `into` (same sites); `name` only for the error. */
 export function assignLora(into: LoraState, from: LoraState | undefined, name: string): void {
   for (const [path, w] of into.weights) {

@@ -8,6 +8,7 @@ import {
   cloneLora,
   DEFAULT_ADAPTER,
   type LoraState,
+  loraSize,
 } from "./adapter-rows.js";
 import { BaseModelView } from "./base-view.js";
 import { DEFAULT_HEAD_CHUNK_ELEMENTS } from "./chunked-head.js";
@@ -15,10 +16,18 @@ import { decoderBlocks } from "./decoder.js";
 import type { ArchConfig } from "./hf-config.js";
 import { decodeRows, prefillAfterRows, prefillRows } from "./incremental.js";
 import { loraTrainables, peftKey } from "./lora-state.js";
+import type { PretrainedModelConfig, PretrainedModelOptions } from "./model-options.js";
 import { RotaryCache } from "./rope.js";
 import type { FloatTensor } from "./safetensors.js";
 import { batchHidden, scoreTokens, type TokenScores } from "./scoring.js";
-import { fileLayoutInit, linearSites, matmulParameters, randomInit, weightSpecs } from "./weights.js";
+import {
+  fileLayoutInit,
+  fileLayoutTensors,
+  linearSites,
+  matmulParameters,
+  randomInit,
+  weightSpecs,
+} from "./weights.js";
 
 /**
  * A Llama / Qwen2 / Qwen3 / Mistral decoder in tfjs, exactly as the reference implementations compute it:
@@ -29,24 +38,7 @@ import { fileLayoutInit, linearSites, matmulParameters, randomInit, weightSpecs 
  * ones (`addLoraAdapter`) over the same single copy of the base; a forward selects them per row.
  */
 
-export interface PretrainedModelOptions {
-  /** Cap on the sequence length (default: max_position_embeddings, or the sliding window if smaller). */
-  contextLength?: number;
-  /** The original config.json object (unknown keys are written back on export). */
-  rawConfig?: Record<string, unknown>;
-  /** The directory it was loaded from (tokenizer files are copied from here on export). */
-  sourceDir?: string;
-  /** Parsed generation_config.json, when the checkpoint has one. */
-  generationConfig?: Record<string, unknown> | null;
-}
-
-export interface PretrainedModelConfig {
-  readonly vocabSize: number;
-  readonly contextLength: number;
-  readonly dModel: number;
-  readonly nLayers: number;
-}
-
+export type { PretrainedModelConfig, PretrainedModelOptions } from "./model-options.js";
 export type { TokenScores };
 
 let nextInstance = 0;
@@ -141,13 +133,7 @@ export class PretrainedModel implements CausalLM {
 
   /** Tensors in the file layout (`[out, in]` linear weights), base weights only, in spec order. */
   baseTensors(): Map<string, FloatTensor> {
-    const out = new Map<string, FloatTensor>();
-    for (const spec of weightSpecs(this.arch)) {
-      const v = this.variable(spec.name);
-      const data = tf.tidy(() => (spec.linear ? tf.transpose(v) : v).dataSync() as Float32Array);
-      out.set(spec.name, { shape: spec.shape, data: Float32Array.from(data) });
-    }
-    return out;
+    return fileLayoutTensors(this.arch, (name) => this.variable(name));
   }
 
   /** The default adapter's variables; else every named adapter's (in name order); else the base weights. */
@@ -190,16 +176,13 @@ export class PretrainedModel implements CausalLM {
   get parameterCount(): number {
     let n = 0;
     for (const v of this.vars.values()) n += v.size;
-    for (const lora of this.adapters.values())
-      for (const w of lora.weights.values()) n += w.a.size + w.b.size;
+    for (const lora of this.adapters.values()) n += loraSize(lora);
     return n;
   }
 
   /** The base's and the default adapter's (a row runs one adapter). */
   get matmulParameterCount(): number {
-    let n = matmulParameters(this.arch);
-    if (this.lora) for (const w of this.lora.weights.values()) n += w.a.size + w.b.size;
-    return n;
+    return matmulParameters(this.arch) + (this.lora ? loraSize(this.lora) : 0);
   }
 
   get isDisposed(): boolean {

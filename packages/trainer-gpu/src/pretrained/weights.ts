@@ -124,3 +124,17 @@ export function fileLayoutInit(
       return linear.has(name) ? tf.transpose(x) : x;
     });
 }
+
+/** The base weights in the file layout (`[out, in]` linear weights), in spec order, copied off the device. */
+export function fileLayoutTensors(
+  arch: ArchConfig,
+  variable: (name: string) => tf.Tensor,
+): Map<string, FloatTensor> {
+  const out = new Map<string, FloatTensor>();
+  for (const spec of weightSpecs(arch)) {
+    const v = variable(spec.name);
+    const data = tf.tidy(() => (spec.linear ? tf.transpose(v) : v).dataSync() as Float32Array);
+    out.set(spec.name, { shape: spec.shape, data: Float32Array.from(data) });
+  }
+  return out;
+}
