@@ -1,7 +1,7 @@
 import type { AddressInfo } from "node:net";
 import { InvalidArgumentError } from "@agl/core";
 import { type ServerType, serve } from "@hono/node-server";
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { GenerationEngine } from "../generate/engine.js";
 import { Generator } from "../generate/generator.js";
@@ -17,6 +17,7 @@ import { chatCompletion } from "./chat-route.js";
 import { completion } from "./completions-route.js";
 import { nowSec, RouteContext } from "./route-context.js";
 import { HttpError } from "./schemas.js";
+import { updateWeightsFromDisk, type WeightsLoader, WeightsUpdater } from "./weights-route.js";
 
 export interface PolicyServerOptions<G extends GenerationEngine = Generator> {
   model: CausalLM;
@@ -57,6 +58,13 @@ export interface PolicyServerOptions<G extends GenerationEngine = Generator> {
    * `max_new_tokens` as a max_tokens ceiling); `{}` for vLLM's neutral defaults (`--generation-config vllm`).
    */
   samplingDefaults?: SamplingDefaults;
+  /**
+   * Enables `POST /update_weights_from_disk {"model_path"}` (SGLang's route, behind `apiKey` like the
+   * API): load the checkpoint a trainer wrote there and serve it as the next version, so this server can
+   * run in its own process as PPO's external engine (see weights-route.ts). With a `VersionedEngine` as
+   * `generator` the switch does not stop generation.
+   */
+  loadWeights?: WeightsLoader;
 }
 
 /**
@@ -186,13 +194,14 @@ export class PolicyServer<G extends GenerationEngine = Generator> {
         queued: this.generator.queuedCount,
       }),
     );
-    app.use("/v1/*", async (c, next) => {
+    const auth: MiddlewareHandler = async (c, next) => {
       const key = this.options.apiKey;
       if (key && c.req.header("authorization") !== `Bearer ${key}`) {
         throw new HttpError(401, "Missing or invalid bearer token", null, "invalid_api_key");
       }
       await next();
-    });
+    };
+    app.use("/v1/*", auth);
     app.use(
       "/v1/*",
       bodyLimit({
@@ -218,6 +227,18 @@ export class PolicyServer<G extends GenerationEngine = Generator> {
     );
     app.post("/v1/chat/completions", (c) => this.track(() => chatCompletion(this.routes, c)));
     app.post("/v1/completions", (c) => this.track(() => completion(this.routes, c)));
+    if (this.options.loadWeights) {
+      const updater = new WeightsUpdater(this.generator, this.options.loadWeights);
+      app.post(
+        "/update_weights_from_disk",
+        auth,
+        bodyLimit({
+          maxSize: 64 * 1024,
+          onError: (c) => c.json(new HttpError(413, "Request body too large").body, 413),
+        }),
+        (c) => updateWeightsFromDisk(updater, c),
+      );
+    }
     return app;
   }
 
