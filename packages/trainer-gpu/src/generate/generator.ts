@@ -347,7 +347,7 @@ export class Generator implements GenerationEngine {
     }
     const textDelta = seq.text.slice(seq.emitted, Math.max(seq.emitted, release));
     seq.emitted = Math.max(seq.emitted, release);
-    r.onToken?.({ token, textDelta });
+    r.onToken?.({ token, textDelta, modelVersion: this._version });
   }
 
   private evictFinished(): void {
@@ -370,7 +370,7 @@ export class Generator implements GenerationEngine {
     if (seq.emitted < seq.text.length && seq.tokens.length > 0) {
       const textDelta = seq.text.slice(seq.emitted);
       seq.emitted = seq.text.length;
-      seq.req.onToken?.({ textDelta });
+      seq.req.onToken?.({ textDelta, modelVersion: this._version });
     }
     seq.resolve({
       promptIds: [...seq.req.promptIds],

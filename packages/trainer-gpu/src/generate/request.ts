@@ -42,6 +42,22 @@ export interface TokenEvent {
   token?: GeneratedToken;
   /** Newly released text (may be empty while a possible stop string is being held back). */
   textDelta: string;
+  /**
+   * The weights version generating this sequence (fixed from its admission on): what a streamed
+   * response reports before its first byte, as a non-streamed one reports `GenerateResult.modelVersion`.
+   */
+  modelVersion?: number;
+}
+
+/**
+ * `requests` with their token events stamped with `version`: for engines that bind a request to a
+ * version themselves (snapshots, worker replicas) and whose inner generator counts versions of its own.
+ */
+export function withModelVersion(requests: readonly GenerateRequest[], version: number): GenerateRequest[] {
+  return requests.map((r) => {
+    const onToken = r.onToken;
+    return onToken ? { ...r, onToken: (e: TokenEvent) => onToken({ ...e, modelVersion: version }) } : r;
+  });
 }
 
 export interface GeneratedToken extends SampledToken {

@@ -1,5 +1,5 @@
 import type { GenerationEngine } from "../generate/engine.js";
-import type { GenerateRequest, GenerateResult } from "../generate/request.js";
+import { type GenerateRequest, type GenerateResult, withModelVersion } from "../generate/request.js";
 import type { CausalLM } from "../model/causal-lm.js";
 import type { PolicyWorkers } from "./pool.js";
 
@@ -50,7 +50,7 @@ export class PooledGenerator implements GenerationEngine {
     this.active += requests.length;
     try {
       await this.syncing;
-      const results = await this.pool.generate(this.pool.leastLoaded(), requests);
+      const results = await this.pool.generate(this.pool.leastLoaded(), withModelVersion(requests, version));
       return results.map((r) => ({ ...r, modelVersion: version }));
     } finally {
       this.active -= requests.length;

@@ -85,7 +85,7 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
         if (!started[i]) {
           // The first event comes after admission, so the version is the one generating this request.
           started[i] = true;
-          sink.stampVersion();
+          sink.stampVersion(e.modelVersion);
           const role = {
             index: i,
             delta: { role: "assistant", content: "" },

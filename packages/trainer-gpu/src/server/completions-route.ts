@@ -59,7 +59,7 @@ export async function completion(r: RouteContext, c: Context): Promise<Response>
     timedOut,
     generate: (sink) => {
       const onToken = (i: number, e: TokenEvent) => {
-        if (first.every((f) => f)) sink.stampVersion();
+        if (first.every((f) => f)) sink.stampVersion(e.modelVersion);
         const choice: Record<string, unknown> = { index: i, text: e.textDelta, finish_reason: null };
         choice.logprobs =
           wantLogprobs && e.token ? completionLogprobs(r.tokenizer, [e.token], offsets[i]) : null;

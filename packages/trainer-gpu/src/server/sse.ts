@@ -27,8 +27,12 @@ export function usageOf(promptTokens: number, results: readonly GenerateResult[]
 export interface ChunkSink {
   /** Send one chunk with `choices` (and top-level `extra` fields). */
   send(choices: unknown[], extra?: Record<string, unknown>): void;
-  /** Generation started: later chunks carry the fingerprint of the version now generating. */
-  stampVersion(): void;
+  /**
+   * Generation started on weights `version` (a token event's `modelVersion`; default the engine's
+   * current one): later chunks carry its fingerprint, and the response headers, sent only now, carry it
+   * as `x-agl-model-version`.
+   */
+  stampVersion(version?: number): void;
 }
 
 export interface StreamSpec {
@@ -47,42 +51,55 @@ export interface StreamSpec {
   timedOut?: () => boolean;
 }
 
-/** Stream a generation as SSE chunks; a failure after the headers went out becomes an error chunk. */
-export function streamChunks(r: RouteContext, c: Context, spec: StreamSpec): Response {
-  return streamSSE(c, async (stream) => {
-    let fingerprint = fingerprintOf(r.version);
-    const sse = new SseQueue();
-    const sink: ChunkSink = {
-      send: (choices, extra = {}) =>
-        sse.push({
-          id: spec.id,
-          object: spec.object,
-          created: spec.created,
-          model: spec.model,
-          system_fingerprint: fingerprint,
-          choices,
-          ...extra,
-        }),
-      stampVersion: () => {
-        fingerprint = fingerprintOf(r.version);
-      },
-    };
-    const finished = spec.generate(sink).then(
-      (results) => {
-        spec.finish(sink, results);
-        if (spec.includeUsage) sink.send([], { usage: usageOf(spec.promptTokens, results) });
-        // The choices already say "abort"; the error makes SDK clients raise instead of returning a
-        // truncated answer, as the non-streaming 504 does.
-        if (spec.timedOut?.()) sse.push({ error: TIMEOUT_ERROR });
-      },
-      (error) =>
-        sse.push({
-          error: { message: error instanceof Error ? error.message : String(error), type: "server_error" },
-        }),
-    );
-    void finished.finally(() => sse.finish());
-    await sse.pump(stream);
+/**
+ * Stream a generation as SSE chunks; a failure after the headers went out becomes an error chunk.
+ *
+ * The headers wait for the first token (or the end of generation): only then is the version generating
+ * the request fixed (a request may queue while weights are swapped or published), and a header cannot
+ * follow the first byte. So a streamed response carries `x-agl-model-version` like a non-streamed one,
+ * which is what the LLM proxy records for the call. Chunks made meanwhile wait in the queue.
+ */
+export async function streamChunks(r: RouteContext, c: Context, spec: StreamSpec): Promise<Response> {
+  let version: number | null = null;
+  let started: () => void = () => {};
+  const start = new Promise<void>((resolve) => {
+    started = resolve;
   });
+  const sse = new SseQueue();
+  const sink: ChunkSink = {
+    send: (choices, extra = {}) =>
+      sse.push({
+        id: spec.id,
+        object: spec.object,
+        created: spec.created,
+        model: spec.model,
+        system_fingerprint: fingerprintOf(version ?? r.version),
+        choices,
+        ...extra,
+      }),
+    stampVersion: (v) => {
+      version ??= v ?? r.version;
+      started();
+    },
+  };
+  const finished = spec.generate(sink).then(
+    (results) => {
+      version ??= results[0]?.modelVersion ?? r.version;
+      spec.finish(sink, results);
+      if (spec.includeUsage) sink.send([], { usage: usageOf(spec.promptTokens, results) });
+      // The choices already say "abort"; the error makes SDK clients raise instead of returning a
+      // truncated answer, as the non-streaming 504 does.
+      if (spec.timedOut?.()) sse.push({ error: TIMEOUT_ERROR });
+    },
+    (error) =>
+      sse.push({
+        error: { message: error instanceof Error ? error.message : String(error), type: "server_error" },
+      }),
+  );
+  void finished.finally(() => sse.finish());
+  await Promise.race([start, finished]);
+  c.header("x-agl-model-version", String(version ?? r.version));
+  return streamSSE(c, (stream) => sse.pump(stream));
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { GenerationEngine } from "../generate/engine.js";
 import { Generator, type GeneratorOptions } from "../generate/generator.js";
-import type { GenerateRequest, GenerateResult } from "../generate/request.js";
+import { type GenerateRequest, type GenerateResult, withModelVersion } from "../generate/request.js";
 import type { CausalLM } from "../model/causal-lm.js";
 import type { TextTokenizer } from "../tokenizer/text-tokenizer.js";
 
@@ -64,7 +64,7 @@ export class VersionedEngine implements GenerationEngine {
     const slot = this.current;
     slot.inflight++;
     try {
-      const results = await slot.generator.generateMany(requests);
+      const results = await slot.generator.generateMany(withModelVersion(requests, slot.version));
       return results.map((r) => ({ ...r, modelVersion: slot.version }));
     } finally {
       slot.inflight--;
