@@ -1,20 +1,24 @@
 /**
  * Asynchronous PPO (issue 26): synchronous training (max_staleness 0) vs max_staleness 1 and 2 on a task
- * with long-tailed rollout lengths. Each rollout makes one call to the policy (the tiny {a, b} policy of
- * the PPO tests; reward = share of "a" in its 6-token reply) and then waits for a simulated tool: 0.1-0.5 s
- * for 80% of the rollouts and 2-4 s for the other 20%, drawn from the rollout's seed, so every staleness
- * level sees the same latencies for the same rollout. The waits stand for work outside this process (a
- * tool server, a sandbox, a remote environment): they cost no CPU here, which is what makes the
- * comparison meaningful on a 2-core machine whose cores also run the policy and the trainer.
+ * with long-tailed rollout lengths (bench/support/async-ppo-task.ts): answer with the prompt's letter
+ * ("aaa" -> "aaaaaa", held out: lengths 4 and 7); problems whose answer is "b" make 3 simulated tool
+ * calls, the others 1, each 0.1-0.5 s (80%) or 1-2 s (20%). The waits stand for work outside this process (a tool server, a sandbox, a remote
+ * environment): they cost no CPU here.
  *
- * Same number of trained rollouts for every run (12 steps x 8 prompts x 4 rollouts), 3 seeds, all runs
+ * The inference engine runs in its own process, as it would be deployed (vLLM, SGLang, or a
+ * `PolicyServer`): bench/support/policy-engine-process.ts serves the policy from a `VersionedEngine`,
+ * and the trainer publishes every version with `externalEngine` + `ReloadHookSync` +
+ * `updateWeightsFromDisk` (a checkpoint folder per version, loaded by the engine between requests
+ * without a stop). `ASYNC_BENCH_ENGINE=inline` runs the default in-process server instead.
+ *
+ * Same number of trained rollouts for every run (STEPS x 8 prompts x 4 rollouts), 3 seeds, all runs
  * with `tis_imp_ratio_cap: 2`. Measures wall time per step, rollouts trained per minute (validation
- * excluded), trainer idle time (waiting for rollouts), runner utilisation and engine idle time (share of
- * time with no LLM call in flight), the lag distribution, and held-out accuracy at the end (16 held-out
- * prompts x 4 samples, temperature 1, success = at least 4 of 6 tokens are "a").
- * Writes bench/results/async-ppo.{json,md} and the raw per-step metrics to async-ppo-runs.jsonl.
- * `ASYNC_BENCH_TOOL_SCALE=0 ASYNC_BENCH_NAME=async-ppo-no-latency` runs the same without tool latency
- * (compute-bound: generation, runners and the optimiser all on this machine's cores).
+ * excluded), trainer idle time (waiting for rollouts), runner utilisation, engine idle time (share of
+ * time with no LLM call in flight), the lag distribution, CPU time of both processes, and held-out
+ * accuracy at the end (4 held-out prompts x 32 samples at temperature 1, success = all six tokens
+ * right), overall and per answer (slow vs fast problems).
+ * Writes bench/results/<name>.{json,md} and the raw per-step metrics to <name>-runs.jsonl.
+ * `ASYNC_BENCH_TOOL_SCALE=0` runs without tool latency (compute-bound on this machine's cores).
  *
  *   nice -n 10 pnpm exec tsx bench/async-ppo.ts
  */
@@ -22,74 +26,34 @@ import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "n
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { InMemoryLightningStore, rollout, silentLogger, Trainer } from "@agl/core";
+import { InMemoryLightningStore, silentLogger, Trainer } from "@agl/core";
+import { PolicyModel, PPO, type PPOResult, saveCheckpoint, selectBackend } from "@agl/trainer-gpu";
 import {
-  ChatTemplate,
-  PolicyModel,
-  PPO,
-  type PPOResult,
-  SeededRandom,
-  selectBackend,
-  Tokenizer,
-} from "@agl/trainer-gpu";
-import OpenAI from "openai";
+  type Activity,
+  heldOutAccuracy,
+  makeAgent,
+  splits,
+  type Task,
+  template,
+  tokenizer,
+} from "./support/async-ppo-task.js";
+import { type EngineProcess, startEngineProcess } from "./support/policy-engine.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const out = join(here, "results");
-const STEPS = Number(process.env.ASYNC_BENCH_STEPS ?? 12);
+const STEPS = Number(process.env.ASYNC_BENCH_STEPS ?? 20);
 const SEEDS = (process.env.ASYNC_BENCH_SEEDS ?? "1,2,3").split(",").map(Number);
 const STALENESS = (process.env.ASYNC_BENCH_K ?? "0,1,2").split(",").map(Number);
 /** Scales the simulated tool latency; 0 makes the task compute-bound (everything on this machine's cores). */
 const TOOL_SCALE = Number(process.env.ASYNC_BENCH_TOOL_SCALE ?? 1);
+const ENGINE = (process.env.ASYNC_BENCH_ENGINE ?? "process") as "process" | "inline";
 const NAME = process.env.ASYNC_BENCH_NAME ?? "async-ppo";
+const LR = Number(process.env.ASYNC_BENCH_LR ?? 1e-2);
+const LAYERS = Number(process.env.ASYNC_BENCH_LAYERS ?? 1);
 const BATCH = 8;
 const N = 4;
-
-type Task = { prompt: string };
-const tokenizer = new Tokenizer({ chars: "ab" });
-const template = new ChatTemplate(tokenizer);
-const train: Task[] = Array.from({ length: 32 }, (_, i) => ({ prompt: i % 2 ? "a" : "b" }));
-const heldOut: Task[] = Array.from({ length: 16 }, (_, i) => ({ prompt: i % 2 ? "ab" : "ba" }));
-
-/** Simulated tool latency of a rollout, from its seed: the long tail is what async training hides. */
-export function toolSeconds(seed: number): number {
-  const rng = new SeededRandom(seed);
-  return rng.next() < 0.8 ? 0.1 + 0.4 * rng.next() : 2 + 2 * rng.next();
-}
-
-interface Activity {
-  running: number;
-  calls: number;
-}
-
-function makeAgent(activity: Activity) {
-  return rollout<Task>(async (task, { llm, rollout: r }) => {
-    activity.running++;
-    try {
-      const meta = r.metadata as { seed: number };
-      const client = new OpenAI({ baseURL: llm!.endpoint, apiKey: llm!.api_key ?? "none", maxRetries: 6 });
-      activity.calls++;
-      let text = "";
-      try {
-        const res = await client.chat.completions.create({
-          model: llm!.model,
-          messages: [{ role: "user", content: task.prompt }],
-          max_tokens: 6,
-          temperature: llm!.sampling_parameters.temperature as number,
-          seed: meta.seed,
-        });
-        text = res.choices[0]!.message.content ?? "";
-      } finally {
-        activity.calls--;
-      }
-      if (TOOL_SCALE > 0)
-        await new Promise((resolve) => setTimeout(resolve, TOOL_SCALE * toolSeconds(meta.seed) * 1000));
-      return [...text].filter((ch) => ch === "a").length / 6;
-    } finally {
-      activity.running--;
-    }
-  });
-}
+const EVAL_SAMPLES = 32;
+const { train, heldOut } = splits();
 
 interface RunSummary {
   staleness: number;
@@ -105,8 +69,13 @@ interface RunSummary {
   meanLag: number;
   maxLag: number;
   heldOutAccuracy: number;
+  heldOutAccuracyA: number;
+  heldOutAccuracyB: number;
   heldOutReward: number;
+  trainRewardFirst: number;
+  trainRewardLast: number;
   cpuSeconds: number;
+  engineCpuSeconds: number;
 }
 
 async function runOnce(staleness: number, seed: number): Promise<RunSummary> {
@@ -116,6 +85,19 @@ async function runOnce(staleness: number, seed: number): Promise<RunSummary> {
   let samples = 0;
   let runningSum = 0;
   let idleSamples = 0;
+  const model = PolicyModel.create({
+    vocabSize: tokenizer.vocabSize,
+    dModel: 32,
+    nLayers: LAYERS,
+    nHeads: 2,
+    contextLength: 32,
+    seed,
+  });
+  let engine: EngineProcess | null = null;
+  if (ENGINE === "process") {
+    await saveCheckpoint(join(dir, "initial"), model, { tokenizer, template });
+    engine = await startEngineProcess(join(dir, "initial"), dir);
+  }
   const sampler = setInterval(() => {
     samples++;
     runningSum += activity.running;
@@ -127,12 +109,12 @@ async function runOnce(staleness: number, seed: number): Promise<RunSummary> {
       config: {
         data: { train_batch_size: BATCH, max_prompt_length: 24, max_response_length: 6 },
         actor_rollout_ref: {
-          rollout: { n: N, max_staleness: staleness, val_kwargs: { temperature: 1, n: 4 } },
-          actor: { ppo_mini_batch_size: BATCH, optim: { lr: 1e-2 }, tis_imp_ratio_cap: 2 },
+          rollout: { n: N, max_staleness: staleness },
+          actor: { ppo_mini_batch_size: BATCH, optim: { lr: LR }, tis_imp_ratio_cap: 2 },
         },
         trainer: {
           total_training_steps: STEPS,
-          test_freq: STEPS,
+          test_freq: 0,
           val_before_train: false,
           default_local_dir: dir,
           logger: [],
@@ -140,20 +122,9 @@ async function runOnce(staleness: number, seed: number): Promise<RunSummary> {
         },
         agentlightning: { poll_interval_seconds: 0.05 },
       },
-      policy: {
-        model: PolicyModel.create({
-          vocabSize: tokenizer.vocabSize,
-          dModel: 32,
-          nLayers: 1,
-          nHeads: 2,
-          contextLength: 32,
-          seed,
-        }),
-        tokenizer,
-        template,
-      },
+      policy: { model, tokenizer, template },
+      ...(engine ? { serve: engine.serve } : {}),
       handleSignals: false,
-      successThreshold: 4 / 6,
     });
     const trainer = new Trainer({
       algorithm,
@@ -162,22 +133,24 @@ async function runOnce(staleness: number, seed: number): Promise<RunSummary> {
       pollIntervalMs: 5,
       logger: silentLogger,
     });
-    const { result } = await trainer.fit<Task, PPOResult>(makeAgent(activity), train, {
-      valDataset: heldOut,
-    });
+    const { result } = await trainer.fit<Task, PPOResult>(makeAgent(activity, TOOL_SCALE), train);
     const cpu = process.cpuUsage(cpu0);
+    const engineCpuSeconds = engine ? engine.cpuMs() / 1000 : 0;
+    clearInterval(sampler);
     const steps = result.history.filter((h) => "training/n_rollouts" in h.metrics);
     for (const h of result.history)
       appendFileSync(join(out, `${NAME}-runs.jsonl`), `${JSON.stringify({ staleness, seed, ...h })}\n`);
     const sum = (key: string) => steps.reduce((a, h) => a + (h.metrics[key] ?? 0), 0);
     const trainSeconds = sum("timing_s/step");
     const trained = sum("training/n_rollouts");
-    const lags = steps.flatMap((h) =>
+    const flat = steps.flatMap((h) =>
       Array.from({ length: staleness + 1 }, (_, j) =>
-        Array(h.metrics[`async/staleness/n_${j}`] ?? 0).fill(j),
-      ),
+        Array<number>(h.metrics[`async/staleness/n_${j}`] ?? 0).fill(j),
+      ).flat(),
     );
-    const flat = lags.flat() as number[];
+    const rewards = steps.map((h) => h.metrics["training/reward"] ?? 0);
+    const third = Math.max(1, Math.floor(rewards.length / 4));
+    const evaluation = await heldOutAccuracy(model, heldOut, EVAL_SAMPLES);
     return {
       staleness,
       seed,
@@ -191,12 +164,19 @@ async function runOnce(staleness: number, seed: number): Promise<RunSummary> {
       engineIdleShare: samples ? idleSamples / samples : 0,
       meanLag: flat.length ? flat.reduce((a, b) => a + b, 0) / flat.length : 0,
       maxLag: flat.length ? Math.max(...flat) : 0,
-      heldOutAccuracy: result.finalValidation?.accuracy ?? Number.NaN,
-      heldOutReward: result.finalValidation?.reward ?? Number.NaN,
+      heldOutAccuracy: evaluation.accuracy,
+      heldOutAccuracyA: evaluation.a,
+      heldOutAccuracyB: evaluation.b,
+      heldOutReward: evaluation.reward,
+      trainRewardFirst: mean(rewards.slice(0, third)),
+      trainRewardLast: mean(rewards.slice(-third)),
       cpuSeconds: (cpu.user + cpu.system) / 1e6,
+      engineCpuSeconds,
     };
   } finally {
     clearInterval(sampler);
+    await engine?.stop();
+    model.dispose();
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -217,7 +197,7 @@ async function main() {
       const r = await runOnce(k, seed);
       runs.push(r);
       console.log(
-        `k=${k} seed=${seed}: ${fmt(r.secondsPerStep)} s/step, ${fmt(r.rolloutsPerMinute, 0)} rollouts/min, trainer idle ${fmt(100 * r.trainerIdleShare, 0)}%, runners busy ${fmt(100 * r.runnerUtilisation, 0)}%, engine idle ${fmt(100 * r.engineIdleShare, 0)}%, lag mean ${fmt(r.meanLag)} max ${r.maxLag}, held-out acc ${fmt(r.heldOutAccuracy)}`,
+        `k=${k} seed=${seed}: ${fmt(r.secondsPerStep)} s/step, ${fmt(r.rolloutsPerMinute, 0)} rollouts/min, trainer idle ${fmt(100 * r.trainerIdleShare, 0)}%, runners busy ${fmt(100 * r.runnerUtilisation, 0)}%, engine idle ${fmt(100 * r.engineIdleShare, 0)}%, lag mean ${fmt(r.meanLag)} max ${r.maxLag}, held-out acc ${fmt(r.heldOutAccuracy)} (a ${fmt(r.heldOutAccuracyA)}, b ${fmt(r.heldOutAccuracyB)}), train reward ${fmt(r.trainRewardFirst)} -> ${fmt(r.trainRewardLast)}, CPU s trainer ${fmt(r.cpuSeconds, 1)} engine ${fmt(r.engineCpuSeconds, 1)}`,
       );
     }
   }
@@ -234,7 +214,12 @@ async function main() {
       meanLag: mean(rs.map((r) => r.meanLag)),
       heldOutAccuracy: mean(rs.map((r) => r.heldOutAccuracy)),
       heldOutAccuracies: rs.map((r) => r.heldOutAccuracy),
-      cpuSecondsPerRollout: mean(rs.map((r) => r.cpuSeconds / r.trainedRollouts)),
+      heldOutReward: mean(rs.map((r) => r.heldOutReward)),
+      heldOutAccuracyA: mean(rs.map((r) => r.heldOutAccuracyA)),
+      heldOutAccuracyB: mean(rs.map((r) => r.heldOutAccuracyB)),
+      trainRewardFirst: mean(rs.map((r) => r.trainRewardFirst)),
+      trainRewardLast: mean(rs.map((r) => r.trainRewardLast)),
+      cpuSecondsPerRollout: mean(rs.map((r) => (r.cpuSeconds + r.engineCpuSeconds) / r.trainedRollouts)),
     };
   });
   const base = byK.find((b) => b.staleness === 0);
@@ -243,6 +228,8 @@ async function main() {
     cores: cpus().length,
     loadAverage: { before: loadBefore, after: loadAfter },
     steps: STEPS,
+    engine: ENGINE,
+    learningRate: LR,
     toolLatencyScale: TOOL_SCALE,
     batch: BATCH,
     n: N,
@@ -260,13 +247,13 @@ async function main() {
       ? "# Asynchronous PPO: staleness 0 vs 1 vs 2 (long-tailed rollouts)"
       : "# Asynchronous PPO: staleness 0 vs 1 vs 2 (no tool latency: compute-bound on this machine)",
     "",
-    `Backend ${selection.label}, ${cpus().length} cores, load average ${fmt(loadBefore)} before / ${fmt(loadAfter)} after (shared machine). ${STEPS} steps x ${BATCH} prompts x ${N} rollouts per run, seeds ${SEEDS.join(", ")}; means over seeds. Tool latency x${TOOL_SCALE}. Generated by \`bench/async-ppo.ts\`; raw per-step metrics in \`${NAME}-runs.jsonl\`.`,
+    `Backend ${selection.label}, ${cpus().length} cores, load average ${fmt(loadBefore)} before / ${fmt(loadAfter)} after (shared machine). ${STEPS} steps x ${BATCH} prompts x ${N} rollouts per run, seeds ${SEEDS.join(", ")}; means over seeds. Tool latency x${TOOL_SCALE}. Engine: ${ENGINE === "process" ? "a PolicyServer in its own process, weights published over HTTP (`externalEngine` + `ReloadHookSync` + `updateWeightsFromDisk`)" : "the in-process PolicyServer"}. Generated by \`bench/async-ppo.ts\`; raw per-step metrics in \`${NAME}-runs.jsonl\`.`,
     "",
-    "| max_staleness | s / step | rollouts trained / min | vs sync | trainer idle | runners busy | engine idle | mean lag | held-out acc (per seed) | acc vs sync (points) | CPU s / rollout |",
-    "|---|---|---|---|---|---|---|---|---|---|---|",
+    "| max_staleness | s / step | rollouts trained / min | vs sync | trainer idle | runners busy | engine idle | mean lag | held-out acc (per seed) | acc vs sync (points) | acc fast / slow problems | held-out reward | train reward first -> last quarter | CPU s / rollout (both processes) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ...json.summary.map(
       (b) =>
-        `| ${b.staleness} | ${fmt(b.secondsPerStep)} | ${fmt(b.rolloutsPerMinute, 0)} | ${b.speedupVsSync ? `${fmt(b.speedupVsSync)}x` : "-"} | ${fmt(100 * b.trainerIdleShare, 0)}% | ${fmt(100 * b.runnerUtilisation, 0)}% | ${fmt(100 * b.engineIdleShare, 0)}% | ${fmt(b.meanLag)} | ${fmt(b.heldOutAccuracy)} (${b.heldOutAccuracies.map((a) => fmt(a)).join(", ")}) | ${b.accuracyDeltaPoints === null ? "-" : fmt(b.accuracyDeltaPoints, 1)} | ${fmt(b.cpuSecondsPerRollout, 3)} |`,
+        `| ${b.staleness} | ${fmt(b.secondsPerStep)} | ${fmt(b.rolloutsPerMinute, 0)} | ${b.speedupVsSync ? `${fmt(b.speedupVsSync)}x` : "-"} | ${fmt(100 * b.trainerIdleShare, 0)}% | ${fmt(100 * b.runnerUtilisation, 0)}% | ${fmt(100 * b.engineIdleShare, 0)}% | ${fmt(b.meanLag)} | ${fmt(b.heldOutAccuracy)} (${b.heldOutAccuracies.map((a) => fmt(a)).join(", ")}) | ${b.accuracyDeltaPoints === null ? "-" : fmt(b.accuracyDeltaPoints, 1)} | ${fmt(b.heldOutAccuracyA)} / ${fmt(b.heldOutAccuracyB)} | ${fmt(b.heldOutReward)} | ${fmt(b.trainRewardFirst)} -> ${fmt(b.trainRewardLast)} | ${fmt(b.cpuSecondsPerRollout, 3)} |`,
     ),
     "",
   ];

@@ -11,6 +11,7 @@ import {
   type PPOConfigInput,
   type PPOResult,
   type RewardMapper,
+  type ServeFn,
   type SftExample,
   sft,
   sftLoss,
@@ -262,6 +263,8 @@ export interface GrpoOptions {
   skipZeroVarianceGroups: boolean;
   mapRewards?: RewardMapper;
   workers?: PolicyWorkers;
+  /** Serve the policy elsewhere, e.g. `externalEngine` (bench/async-ppo-calc-agent.ts). */
+  serve?: ServeFn;
   /** Change the configuration before the run (experiments, e.g. `bench/calc-agent-sweep.ts`). */
   adjustConfig?: (config: PPOConfigInput) => PPOConfigInput;
 }
@@ -274,7 +277,9 @@ export interface GrpoRun {
 }
 
 /** The RL configuration (VERL names), shared by the main job and the bench. */
-export function grpoConfig(o: Omit<GrpoOptions, "mapRewards" | "workers" | "adjustConfig">): PPOConfigInput {
+export function grpoConfig(
+  o: Omit<GrpoOptions, "mapRewards" | "workers" | "serve" | "adjustConfig">,
+): PPOConfigInput {
   return {
     algorithm: { adv_estimator: "grpo", skip_zero_variance_groups: o.skipZeroVarianceGroups },
     data: { train_batch_size: o.problemsPerStep, max_prompt_length: 128, max_response_length: 96 },
@@ -313,6 +318,7 @@ export async function runGrpo(policy: PolicyBundle, splits: Splits, o: GrpoOptio
         config: (o.adjustConfig ?? ((c) => c))(grpoConfig(o)),
         policy,
         workers: o.workers,
+        ...(o.serve ? { serve: o.serve } : {}),
         mapRewards: o.mapRewards,
         handleSignals: false,
       }),
