@@ -7,6 +7,7 @@ import { ChatTemplate } from "../../tokenizer/chat-template.js";
 import { Tokenizer } from "../../tokenizer/tokenizer.js";
 import { PPO, type PPOResult } from "../algorithm.js";
 import type { PPOConfigInput } from "../config.js";
+import type { ServeFn } from "../serving.js";
 
 export type TinyTask = { prompt: string };
 
@@ -30,6 +31,8 @@ export interface TinyRunOptions {
   rollout?: Record<string, unknown>;
   /** PPOOptions.loop. */
   loop?: "sync" | "async";
+  /** PPOOptions.serve (default: the in-process server). */
+  serve?: ServeFn;
   runnerConcurrency?: number;
   /** Runs when a (non-hanging) agent starts. */
   beforeCall?: (info: { sampleIndex: number; step: number; signal: AbortSignal }) => void;
@@ -109,6 +112,7 @@ export async function tinyRun(o: TinyRunOptions): Promise<TinyRun> {
     handleSignals: o.handleSignals ?? false,
     onStep: o.onStep,
     loop: o.loop,
+    ...(o.serve ? { serve: o.serve } : {}),
   });
   const trainer = new Trainer({
     algorithm,
