@@ -1,3 +1,4 @@
+import { engineRoot, postToEngine } from "./engine-http.js";
 import type { ReloadInfo } from "./reload-hook-sync.js";
 import { WeightSyncError } from "./weight-sync.js";
 
@@ -19,26 +20,10 @@ export interface UpdateWeightsFromDiskOptions {
 export function updateWeightsFromDisk(
   options: UpdateWeightsFromDiskOptions,
 ): (info: ReloadInfo) => Promise<undefined> {
-  const root = options.url.replace(/\/+$/, "").replace(/\/v1$/, "");
+  const root = engineRoot(options.url);
   return async ({ dir }) => {
     const url = `${root}/update_weights_from_disk`;
-    let res: Response;
-    try {
-      res = await fetch(url, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
-        },
-        body: JSON.stringify({ model_path: options.enginePath?.(dir) ?? dir }),
-        signal: AbortSignal.timeout(options.timeoutMs ?? 120_000),
-      });
-    } catch (error) {
-      throw new WeightSyncError(`POST ${url} failed: ${(error as Error).message}`, null, null, {
-        cause: error,
-      });
-    }
-    const text = await res.text();
+    const { res, text } = await postToEngine(url, { model_path: options.enginePath?.(dir) ?? dir }, options);
     // SGLang answers 200 with {"success": false} when the load failed.
     let success = res.ok;
     try {

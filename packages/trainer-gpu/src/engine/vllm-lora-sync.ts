@@ -4,6 +4,7 @@ import type { PolicyBundle } from "../ppo/serving.js";
 import { DEFAULT_ADAPTER } from "../pretrained/adapter-rows.js";
 import { exportPeftAdapter } from "../pretrained/peft.js";
 import { PretrainedModel } from "../pretrained/pretrained-model.js";
+import { engineRoot, postToEngine } from "./engine-http.js";
 import { type SyncOptions, type WeightSync, WeightSyncError } from "./weight-sync.js";
 
 export interface VllmLoraSyncOptions {
@@ -29,11 +30,6 @@ export interface VllmLoraSyncOptions {
   timeoutMs?: number;
 }
 
-/** The root of a vLLM server's routes, whether given with or without the trailing `/v1`. */
-function serverRoot(url: string): string {
-  return url.replace(/\/+$/, "").replace(/\/v1$/, "");
-}
-
 /**
  * Weight sync for LoRA training on vLLM: each policy version is exported as a PEFT adapter folder and
  * loaded with `POST /v1/load_lora_adapter {lora_name, lora_path}` under a new name; once the proxy has
@@ -51,7 +47,7 @@ export class VllmLoraSync implements WeightSync {
   private current: Record<string, string> = {};
 
   constructor(private readonly options: VllmLoraSyncOptions) {
-    this.root = serverRoot(options.url);
+    this.root = engineRoot(options.url);
   }
 
   async start(policy: PolicyBundle): Promise<string> {
@@ -119,23 +115,7 @@ export class VllmLoraSync implements WeightSync {
 
   private async post(route: string, body: Record<string, unknown>): Promise<string> {
     const url = `${this.root}/v1/${route}`;
-    let res: Response;
-    try {
-      res = await fetch(url, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
-        },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.options.timeoutMs ?? 120_000),
-      });
-    } catch (error) {
-      throw new WeightSyncError(`POST ${url} failed: ${(error as Error).message}`, null, null, {
-        cause: error,
-      });
-    }
-    const text = await res.text();
+    const { res, text } = await postToEngine(url, body, this.options);
     if (!res.ok) {
       let message = text;
       try {
