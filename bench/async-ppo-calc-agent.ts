@@ -8,11 +8,12 @@
  * `rollout.max_staleness` (0 = the synchronous loop, then 1), both with `tis_imp_ratio_cap: 2`.
  * Measures rollouts trained per minute, trainer idle time, lag, CPU time of trainer and engine, and test
  * accuracy after GRPO (200 test problems, greedy and 2 samples at temperature 1: the main job's).
- * Writes bench/results/async-ppo-calc-agent.{json,md}.
+ * Writes bench/results/async-ppo-calc-agent.{json,md} (`CALC_ASYNC_NAME` renames them);
+ * `CALC_ASYNC_SFT_DIR=DIR` keeps the SFT checkpoint in DIR, or starts from the one kept there.
  *
  *   nice -n 10 pnpm exec tsx bench/async-ppo-calc-agent.ts
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -33,6 +34,9 @@ const SEED = 1;
 const SFT_STEPS = Number(process.env.CALC_ASYNC_SFT_STEPS ?? 200);
 const GRPO_STEPS = Number(process.env.CALC_ASYNC_STEPS ?? 8);
 const STALENESS = (process.env.CALC_ASYNC_K ?? "0,1").split(",").map(Number);
+const NAME = process.env.CALC_ASYNC_NAME ?? "async-ppo-calc-agent";
+/** Keep the SFT checkpoint here, or start from the one kept here (SFT is deterministic for a seed). */
+const SFT_DIR = process.env.CALC_ASYNC_SFT_DIR;
 const t0 = performance.now();
 const log = (line: string) => console.log(`${line} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
 
@@ -42,23 +46,33 @@ try {
   const backend = await selectBackend({ log: () => {} });
   const loadBefore = loadavg()[0] ?? 0;
   const splits = makeSplits(MAIN_JOB.splits, SEED);
-  const policy = createPolicy(splits, SEED);
-  // SFT as the main job does it (two worker threads), capped; both arms start from its best checkpoint.
-  const workers = await startPolicyWorkers(policy, { workers: 2 });
-  const warm = await sftToPlateau(policy, splits, {
-    ...MAIN_JOB.sft,
-    maxSteps: SFT_STEPS,
-    evalEvery: 100,
-    workers,
-    seed: SEED,
-    log,
-  });
-  await workers.close();
-  const sftDir = join(work, "sft");
-  await saveCheckpoint(sftDir, policy.model, { tokenizer: policy.tokenizer, template: policy.template });
-  const before = await heldOut(policy, splits.test, SEED * 31 + 5);
+  const sftDir = SFT_DIR ?? join(work, "sft");
+  let warm: { bestStep: number; steps: number };
+  if (SFT_DIR && existsSync(join(SFT_DIR, "sft.json"))) {
+    warm = JSON.parse(readFileSync(join(SFT_DIR, "sft.json"), "utf8"));
+    log(`SFT: reusing ${SFT_DIR}`);
+  } else {
+    const policy = createPolicy(splits, SEED);
+    // SFT as the main job does it (two worker threads), capped; both arms start from its best checkpoint.
+    const workers = await startPolicyWorkers(policy, { workers: 2 });
+    const plateau = await sftToPlateau(policy, splits, {
+      ...MAIN_JOB.sft,
+      maxSteps: SFT_STEPS,
+      evalEvery: 100,
+      workers,
+      seed: SEED,
+      log,
+    });
+    await workers.close();
+    warm = { bestStep: plateau.bestStep, steps: plateau.steps };
+    await saveCheckpoint(sftDir, policy.model, { tokenizer: policy.tokenizer, template: policy.template });
+    writeFileSync(join(sftDir, "sft.json"), JSON.stringify(warm));
+    policy.model.dispose();
+  }
+  const sftPolicy = await loadCheckpoint(sftDir);
+  const before = await heldOut(sftPolicy, splits.test, SEED * 31 + 5);
+  sftPolicy.model.dispose();
   log(`SFT: best at step ${warm.bestStep} of ${warm.steps}; test ${describeHeldOut(before)}`);
-  policy.model.dispose();
 
   const arms = [];
   for (const k of STALENESS) {
@@ -134,7 +148,7 @@ try {
     seconds: (performance.now() - t0) / 1000,
   };
   mkdirSync(join(here, "results"), { recursive: true });
-  writeFileSync(join(here, "results/async-ppo-calc-agent.json"), `${JSON.stringify(json, null, 2)}\n`);
+  writeFileSync(join(here, `results/${NAME}.json`), `${JSON.stringify(json, null, 2)}\n`);
   const lines = [
     "# Asynchronous PPO on the main job's task (calc-agent), reduced fixed work",
     "",
@@ -148,7 +162,7 @@ try {
     ),
     "",
   ];
-  writeFileSync(join(here, "results/async-ppo-calc-agent.md"), `${lines.join("\n")}\n`);
+  writeFileSync(join(here, `results/${NAME}.md`), `${lines.join("\n")}\n`);
   console.log(lines.join("\n"));
 } finally {
   rmSync(work, { recursive: true, force: true });
