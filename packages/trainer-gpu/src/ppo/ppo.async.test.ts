@@ -1,5 +1,4 @@
-import { createHash } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { silentLogger } from "@agl/core";
@@ -7,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MetricsRecord } from "./metrics-log.js";
 import { useCpuBackend } from "./test-support/tf-cpu.js";
 import { type TinyRunOptions, tinyRun } from "./test-support/tiny-run.js";
+import { weightsDigest } from "./test-support/weights-digest.js";
 
 /**
  * Asynchronous PPO end to end on the tiny run: with no lag it trains exactly what the synchronous loop
@@ -20,16 +20,6 @@ beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), "agl-ppo-async-"));
 });
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-/** A digest of every weight file of a checkpoint folder. */
-function weightsDigest(dir: string, h = createHash("sha256")): string {
-  for (const f of readdirSync(dir).sort()) {
-    const p = join(dir, f);
-    if (statSync(p).isDirectory()) weightsDigest(p, h);
-    else if (f.endsWith(".bin")) h.update(readFileSync(p));
-  }
-  return h.copy().digest("hex");
-}
 
 /** The metrics that do not depend on timing or on which loop ran. */
 function trainedMetrics(history: MetricsRecord[]) {

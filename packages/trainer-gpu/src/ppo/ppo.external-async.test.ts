@@ -1,5 +1,4 @@
-import { createHash } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { silentLogger } from "@agl/core";
@@ -13,6 +12,7 @@ import { VersionedEngine } from "../server/version-publication.js";
 import type { ServeFn } from "./serving.js";
 import { useCpuBackend } from "./test-support/tf-cpu.js";
 import { tinyRun } from "./test-support/tiny-run.js";
+import { weightsDigest } from "./test-support/weights-digest.js";
 
 /**
  * PPO with a PolicyServer as its external engine, as when it runs in its own process: the engine holds its
@@ -28,15 +28,6 @@ beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), "agl-ppo-external-async-"));
 });
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-function weightsDigest(dir: string, h = createHash("sha256")): string {
-  for (const f of readdirSync(dir).sort()) {
-    const p = join(dir, f);
-    if (statSync(p).isDirectory()) weightsDigest(p, h);
-    else if (f.endsWith(".bin")) h.update(readFileSync(p));
-  }
-  return h.copy().digest("hex");
-}
 
 /** An engine over its own copy of the initial weights, fed only through its HTTP route. */
 function engineServe(name: string, versions: number[]): ServeFn {

@@ -14,6 +14,19 @@ export function newId(prefix: string): string {
 
 export const nowSec = () => Math.floor(Date.now() / 1000);
 
+/** The JSON body parsed with `schema`: OpenAI-style 400s for malformed JSON and for the first bad field. */
+export async function parseJsonBody<S extends z.ZodType>(c: Context, schema: S): Promise<z.infer<S>> {
+  let raw: unknown;
+  try {
+    raw = await c.req.json();
+  } catch {
+    throw new HttpError(400, "Request body is not valid JSON", null, "invalid_json");
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw zodToHttpError(parsed.error);
+  return parsed.data;
+}
+
 /** What the route handlers share: the engine, the tokenizer/template, and request-level helpers. */
 export class RouteContext {
   constructor(
@@ -44,16 +57,9 @@ export class RouteContext {
    * unknown one).
    */
   async body<S extends z.ZodType>(c: Context, schema: S): Promise<z.infer<S> & { served: ServedModel }> {
-    let raw: unknown;
-    try {
-      raw = await c.req.json();
-    } catch {
-      throw new HttpError(400, "Request body is not valid JSON", null, "invalid_json");
-    }
-    const parsed = schema.safeParse(raw);
-    if (!parsed.success) throw zodToHttpError(parsed.error);
-    const served = this.models.resolve((parsed.data as { model: string }).model);
-    return Object.assign(parsed.data as object, { served }) as z.infer<S> & { served: ServedModel };
+    const data = await parseJsonBody(c, schema);
+    const served = this.models.resolve((data as { model: string }).model);
+    return Object.assign(data as object, { served }) as z.infer<S> & { served: ServedModel };
   }
 
   checkPrompt(ids: number[], param: string): void {

@@ -2,7 +2,8 @@ import type { Context } from "hono";
 import { z } from "zod";
 import type { GenerationEngine } from "../generate/engine.js";
 import type { CausalLM } from "../model/causal-lm.js";
-import { HttpError, zodToHttpError } from "./schemas.js";
+import { parseJsonBody } from "./route-context.js";
+import { HttpError } from "./schemas.js";
 
 /**
  * `POST /update_weights_from_disk {"model_path": dir}` (SGLang's route): the server loads the checkpoint
@@ -76,14 +77,7 @@ function shapeMismatch(loaded: CausalLM, served: CausalLM): string | null {
 }
 
 export async function updateWeightsFromDisk(updater: WeightsUpdater, c: Context): Promise<Response> {
-  let raw: unknown;
-  try {
-    raw = await c.req.json();
-  } catch {
-    throw new HttpError(400, "Request body is not valid JSON", null, "invalid_json");
-  }
-  const parsed = UpdateWeightsRequestSchema.safeParse(raw);
-  if (!parsed.success) throw zodToHttpError(parsed.error);
-  const version = await updater.update(parsed.data.model_path);
+  const body = await parseJsonBody(c, UpdateWeightsRequestSchema);
+  const version = await updater.update(body.model_path);
   return c.json({ success: true, message: `serving version ${version}`, version });
 }
