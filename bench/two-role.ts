@@ -9,6 +9,7 @@
  *   pnpm exec tsx bench/two-role.ts              # writes bench/results/two-role.{json,md,log}
  *   SEEDS=1 pnpm exec tsx bench/two-role.ts
  *   RENDER_ONLY=1 pnpm exec tsx bench/two-role.ts  # rewrite the .md from the committed .json
+ *   BENCH_ROOT=DIR RESUME=1 pnpm exec tsx bench/two-role.ts  # reuse the warm-ups a run left in DIR
  */
 import { spawn } from "node:child_process";
 import { createWriteStream, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -33,7 +34,16 @@ function runSeed(seed: number): Promise<SeedResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       "pnpm",
-      ["exec", "tsx", join(here, "support/two-role-seed.ts"), "--seed", String(seed), "--out", out],
+      [
+        "exec",
+        "tsx",
+        join(here, "support/two-role-seed.ts"),
+        "--seed",
+        String(seed),
+        "--out",
+        out,
+        ...(process.env.RESUME ? ["--resume"] : []),
+      ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
     for (const stream of [child.stdout, child.stderr])

@@ -15,6 +15,8 @@ const { values } = parseArgs({
     seed: { type: "string", default: "1" },
     out: { type: "string" },
     arms: { type: "string", default: "shared,per-role" },
+    /** Reuse the warm-up a previous run left in --out. */
+    resume: { type: "boolean", default: false },
   },
 });
 const seed = Number(values.seed);
@@ -25,5 +27,6 @@ await runJob({
   out: values.out!,
   arms: values.arms!.split(",") as Arm[],
   saveResult: true,
+  resume: values.resume,
   log: (line) => console.log(`[seed ${seed}] ${line} (${((performance.now() - t0) / 1000).toFixed(1)} s)`),
 });

@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { exportPeftAdapter, exportPretrained, loadPretrainedPolicy } from "@agl/trainer-gpu";
@@ -50,6 +50,8 @@ export async function runJob(o: {
   log: (line: string) => void;
   /** Write `<out>/result.json` after every stage. */
   saveResult?: boolean;
+  /** Reuse the warm-up a previous run of the same seed left in `out` (checkpoint and scores). */
+  resume?: boolean;
 }): Promise<SeedResult> {
   const t0 = performance.now();
   const { seed, out } = o;
@@ -70,18 +72,26 @@ export async function runJob(o: {
   };
   const testSeed = seed * 31 + 5;
 
-  const initial = join(out, "initial");
-  await writeTwoRoleCheckpoint(initial, seed);
-  const fresh = await loadPretrainedPolicy(initial);
-  o.log(
-    `fresh ${fresh.modelName}: ${fresh.model.parameterCount.toLocaleString()} parameters, ${fresh.tokenizer.vocabSize} tokens`,
-  );
-  const w = await warmUp(fresh, splits, seed);
-  await exportPretrained(fresh.model, warm);
-  const warmTest = await heldOut(fresh, splits.test, { writer: "base", checker: "base" }, testSeed);
-  fresh.model.dispose();
-  result.warmup = { test: warmTest, loss: w.loss, seconds: w.seconds };
-  o.log(`warm-up: loss ${w.loss.toFixed(3)}; test ${describeHeldOut(warmTest)}`);
+  const previous = join(out, "result.json");
+  const done = existsSync(previous) ? (JSON.parse(readFileSync(previous, "utf8")) as SeedResult) : null;
+  if (o.resume && done?.warmup && existsSync(join(warm, "model.safetensors"))) {
+    // The warm-up is a fixed amount of work for a seed: a resumed job reuses it (and its test scores).
+    result.warmup = done.warmup;
+    o.log(`warm-up reused from ${warm}`);
+  } else {
+    const initial = join(out, "initial");
+    await writeTwoRoleCheckpoint(initial, seed);
+    const fresh = await loadPretrainedPolicy(initial);
+    o.log(
+      `fresh ${fresh.modelName}: ${fresh.model.parameterCount.toLocaleString()} parameters, ${fresh.tokenizer.vocabSize} tokens`,
+    );
+    const w = await warmUp(fresh, splits, seed);
+    await exportPretrained(fresh.model, warm);
+    const warmTest = await heldOut(fresh, splits.test, { writer: "base", checker: "base" }, testSeed);
+    fresh.model.dispose();
+    result.warmup = { test: warmTest, loss: w.loss, seconds: w.seconds };
+    o.log(`warm-up: loss ${w.loss.toFixed(3)}; test ${describeHeldOut(warmTest)}`);
+  }
   save();
 
   for (const arm of o.arms) {

@@ -14,7 +14,7 @@ export const SETTINGS = {
   },
   /** GRPO on LoRA adapters over the frozen warm-up weights. */
   grpo: {
-    steps: 30,
+    steps: 16,
     problemsPerStep: 8,
     rolloutsPerProblem: 8,
     learningRate: 5e-3,
@@ -24,5 +24,5 @@ export const SETTINGS = {
     scale: 2,
   },
   /** Held-out scoring: greedy, and sampled at temperature 1. */
-  evalSamples: 2,
+  evalSamples: 1,
 } as const;
