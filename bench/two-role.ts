@@ -165,6 +165,8 @@ average at ${loadAverage.start.toFixed(1)} at the start and ${loadAverage.end.to
 ${lines.join("\n")}
 ${perSeed.join("\n")}
 
+Sampled scores are over ${complete.map((x) => x.warmup.test.sampled.n).join("/")} episodes after the warm-up and ${complete.map((x) => x.arms["per-role"]!.test.sampled.n).join("/")} per arm (seeds ${complete.map((x) => x.seed).join("/")}); greedy over 120.
+
 Raw output: \`bench/results/two-role.log\`; every number above: \`bench/results/two-role.json\`.
 `;
 writeFileSync(join(results, "two-role.md"), md);

@@ -1,3 +1,5 @@
+import { createRng } from "@agl/trainer-gpu";
+
 /**
  * The task: "which is largest of three different digits?". A writer proposes a digit, a checker says
  * whether it is the largest; when the checker says no, the writer answers once more and that answer
@@ -17,18 +19,6 @@ export interface Splits {
   train: Problem[];
   val: Problem[];
   test: Problem[];
-}
-
-/** Deterministic uniform [0, 1) stream (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export function shuffle<T>(xs: readonly T[], next: () => number): T[] {
@@ -58,7 +48,7 @@ export function makeSplits(): Splits {
   const sets: number[][] = [];
   for (let a = 0; a < 10; a++)
     for (let b = a + 1; b < 10; b++) for (let c = b + 1; c < 10; c++) sets.push([a, b, c]);
-  const mixed = shuffle(sets, rng(2025));
+  const mixed = shuffle(sets, createRng(2025));
   const problems = (part: number[][]) =>
     part.flatMap(orders).map((digits) => ({ digits, answer: Math.max(...digits) }));
   return {
@@ -108,7 +98,7 @@ export function demonstrations(
   problems: readonly Problem[],
   o: { n: number; writerSkill: number; checkerSkill: number; seed: number },
 ): Demo[] {
-  const next = rng(o.seed);
+  const next = createRng(o.seed);
   const pick = <T>(xs: readonly T[]) => xs[Math.floor(next() * xs.length)]!;
   const out: Demo[] = [];
   for (let i = 0; i < o.n; i++) {
