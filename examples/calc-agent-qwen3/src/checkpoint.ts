@@ -56,13 +56,17 @@ export function taskTokenizer(): TrimmedTokenizer {
   return trimTokenizer(qwen3TokenizerFiles(), taskTexts());
 }
 
-/** Write the untrained checkpoint to `dir` (weights drawn from `seed`). */
+/**
+ * Write the untrained checkpoint to `dir` (weights drawn from `seed`). `task`: another task's trimmed
+ * tokenizer and model name (examples/two-role-agent writes its checkpoint with this).
+ */
 export async function writeInitialCheckpoint(
   dir: string,
   seed: number,
   shape: ModelShape = MODEL_SHAPE,
+  task: { tokenizer?: TrimmedTokenizer; name?: string } = {},
 ): Promise<{ vocabSize: number }> {
-  const tok = taskTokenizer();
+  const tok = task.tokenizer ?? taskTokenizer();
   const idOf = (content: string) => tok.tokenizerJson.added_tokens.find((t) => t.content === content)!.id;
   const endOfText = idOf("<|endoftext|>");
   const imEnd = idOf("<|im_end|>");
@@ -76,7 +80,7 @@ export async function writeInitialCheckpoint(
     tieWordEmbeddings: true,
     configStyle: "v5",
     initStd: 0.02,
-    extraConfig: { _name_or_path: MODEL_NAME, bos_token_id: endOfText, eos_token_id: imEnd },
+    extraConfig: { _name_or_path: task.name ?? MODEL_NAME, bos_token_id: endOfText, eos_token_id: imEnd },
   });
   await writeFile(join(dir, "tokenizer.json"), JSON.stringify(tok.tokenizerJson));
   await writeFile(join(dir, "tokenizer_config.json"), `${JSON.stringify(tok.tokenizerConfig, null, 2)}\n`);

@@ -5,6 +5,7 @@ import type { Triplet } from "@agl/core";
 import type * as tf from "@tensorflow/tfjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { selectBackend } from "../backend/select.js";
+import { AdapterView } from "../pretrained/adapter-view.js";
 import { loadPretrained } from "../pretrained/load.js";
 import { addLoraAdapter } from "../pretrained/lora.js";
 import { restorePolicyFiles, savePolicyFiles } from "../pretrained/policy-files.js";
@@ -15,7 +16,7 @@ import { Tokenizer } from "../tokenizer/tokenizer.js";
 import { grpoAdvantages } from "./advantages.js";
 import type { CollectedRollout } from "./collect.js";
 import { parsePPOConfig } from "./config.js";
-import { PolicySet, policyBatch } from "./policies.js";
+import { PolicySet, policyBatch, sharedAdapterBatch } from "./policies.js";
 import { SeededRandom } from "./rng.js";
 
 let root: string;
@@ -213,6 +214,78 @@ describe("PolicySet", () => {
       /policies.executor.*no LoRA adapter "executor"/,
     );
     expect(() => new PolicySet(model, { judge: { adapter: null } }, config)).toThrow(/needs an adapter/);
+    model.dispose();
+  });
+
+  it("roles sharing one adapter train it with one optimizer; each role's calls keep their reward and group", async () => {
+    const model = await twoPolicyModel();
+    addLoraAdapter(model, "shared", { rank: 2, seed: 3 });
+    const specs = {
+      planner: { adapter: "shared", reward: "own" as const },
+      checker: { adapter: "shared", reward: "own" as const },
+    };
+    const set = new PolicySet(model, specs, config);
+    expect(set.groups.map((g) => g.key)).toEqual(["planner+checker"]);
+    expect(set.entries[0]!.optimizer).toBe(set.entries[1]!.optimizer);
+    // Sample s0: the planner is rewarded [1, 0], the checker [0, 1] (own credit): grouped per role, each
+    // call's advantage is its role's ±0.5/sqrt(0.5); pooled in one group they would all be 0-centred
+    // over [1, 0, 0, 1] and the same, but r1's two calls would share one rollout id and one reward.
+    const step = [
+      rollout("r1", "s0", [call("planner", [7], 1, "planner"), call("checker", [8], 0, "checker")], 0),
+      rollout("r2", "s0", [call("planner", [9], 0, "planner"), call("checker", [6], 1, "checker")], 0),
+    ];
+    const batch = sharedAdapterBatch(
+      ["planner", "checker"].map((p) => [p, policyBatch(step, p, "own", "drop")] as const),
+    );
+    expect(batch.rollouts.map((r) => [r.rolloutId, r.uid, r.triplets.map((t) => t.metadata.policy)])).toEqual(
+      [
+        ["r1#planner", "s0#planner", ["planner"]],
+        ["r2#planner", "s0#planner", ["planner"]],
+        ["r1#checker", "s0#checker", ["checker"]],
+        ["r2#checker", "s0#checker", ["checker"]],
+      ],
+    );
+    const scores = batch.rollouts.map((r) => batch.rewards.get(r.rolloutId)!);
+    expect(scores).toEqual([1, 0, 0, 1]);
+    const adv = grpoAdvantages(
+      scores,
+      batch.rollouts.map((r) => r.uid),
+    );
+    const a = 0.5 / Math.sqrt(0.5);
+    for (const [i, want] of [a, -a, -a, a].entries()) expect(adv[i]).toBeCloseTo(want, 5);
+
+    // One update moves the shared adapter only; the per-role adapters and the base stay bitwise equal.
+    const others = ["planner", "checker"].map((n) => new AdapterView(model, n).trainableVariables);
+    const shared = set.groups[0]!.view.trainableVariables;
+    const base = model.weightNames.map((n) => model.variable(n));
+    const [s0, b0] = [snapshot(shared), snapshot(base)];
+    const o0 = others.map(snapshot);
+    const metrics = await set.update(step, config, 0, new SeededRandom(1), 1);
+    expect(metrics["policy/planner/n_rollouts"]).toBe(2);
+    expect(metrics["policy/checker/n_rollouts"]).toBe(2);
+    expect(metrics["policy/planner/reward_mean"]).toBe(0.5);
+    expect(metrics["policy/planner+checker/agent_mode/n_sample_to_train"]).toBe(4);
+    expect(set.groups[0]!.optimizer.getState().step).toBe(1);
+    expect(snapshot(base)).toEqual(b0);
+    expect(others.map(snapshot)).toEqual(o0);
+    expect(snapshot(shared).some((v, i) => v.some((x, j) => x !== s0[i]![j]))).toBe(true);
+
+    // Its optimizer state is saved once, under the roles' joined names, and restored.
+    const dir = join(root, "ckpt-shared");
+    await set.save(dir);
+    const again = new PolicySet(model, specs, config);
+    await again.restore(dir);
+    expect(again.groups[0]!.optimizer.getState().m).toEqual(set.groups[0]!.optimizer.getState().m);
+    // An untrained role cannot run on an adapter another role trains (its calls would change under it).
+    expect(
+      () =>
+        new PolicySet(
+          model,
+          { planner: { adapter: "shared" }, judge: { adapter: "shared", train: false } },
+          config,
+        ),
+    ).toThrow(/policies.judge.*trained by another policy/);
+    for (const s of [set, again]) s.dispose();
     model.dispose();
   });
 });
