@@ -3,27 +3,20 @@
  * transaction share its xmin), while each call keeps the outcome it would have had alone.
  */
 import { NotFoundError, type SpanInput } from "@agl/core";
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase } from "../../../../test/support/postgres.js";
+import type pg from "pg";
+import { beforeAll, describe, expect, it } from "vitest";
+import { usePgTestDatabase } from "../../../../test/support/pg-test-database.js";
 import { PostgresLightningStore } from "./postgres-store.js";
 
-let db: { url: string; drop: () => Promise<void> };
+const pgdb = usePgTestDatabase("gc");
 let admin: pg.Client;
-let counter = 0;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  admin = new pg.Client({ connectionString: db.url });
-  await admin.connect();
-}, 60_000);
-afterAll(async () => {
-  await admin?.end();
-  await db?.drop();
+beforeAll(() => {
+  admin = pgdb.admin();
 });
 
 async function openStore(): Promise<{ store: PostgresLightningStore; schema: string }> {
-  const schema = `gc${process.pid}_${counter++}`;
-  return { store: await PostgresLightningStore.connect(db.url, { schema, poolSize: 4 }), schema };
+  const schema = pgdb.schema();
+  return { store: await PostgresLightningStore.connect(pgdb.url(), { schema, poolSize: 4 }), schema };
 }
 
 /** Distinct transactions that wrote the rows of `table`. */
