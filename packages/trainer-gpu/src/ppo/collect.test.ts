@@ -118,7 +118,8 @@ describe("collectRollouts", () => {
     const t0 = performance.now();
     controller.abort();
     await expect(pending).rejects.toBeInstanceOf(CollectAbortedError);
-    expect(performance.now() - t0).toBeLessThan(500);
+    // The running rollout never finishes by itself: only the abort ends the wait.
+    expect(performance.now() - t0).toBeLessThan(10_000);
     const all = (await store.queryRollouts({})).items;
     const status = new Map(all.map((r) => [r.rollout_id, r.status]));
     expect(status.get(done.rollout_id)).toBe("succeeded");
