@@ -3,6 +3,7 @@
  * beforeAll, dropped in afterAll), an admin connection to inspect rows with, a unique schema name per
  * store, and a count of the statements and transactions the store's connections run.
  */
+import type { SpanInput } from "@agl/core";
 import pg from "pg";
 import { afterAll, beforeAll, vi } from "vitest";
 import { createTestDatabase } from "./postgres.js";
@@ -66,3 +67,13 @@ export function countStatements(except: pg.Client): {
   } as typeof original);
   return { statements: () => statements, transactions: () => transactions, stop: () => spy.mockRestore() };
 }
+
+/** A minimal span of an attempt (sequence id `seq`, span id `id`) for the store tests. */
+export const testSpan = (rid: string, aid: string, id: string, seq = 1): SpanInput => ({
+  rollout_id: rid,
+  attempt_id: aid,
+  sequence_id: seq,
+  trace_id: "ab".repeat(16),
+  span_id: id,
+  name: "work",
+});

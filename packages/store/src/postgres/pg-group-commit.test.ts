@@ -2,10 +2,10 @@
  * Group commit on PostgreSQL: concurrent writes of one kind share transactions (rows written by one
  * transaction share its xmin), while each call keeps the outcome it would have had alone.
  */
-import { NotFoundError, type SpanInput } from "@agl/core";
+import { NotFoundError } from "@agl/core";
 import type pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
-import { usePgTestDatabase } from "../../../../test/support/pg-test-database.js";
+import { testSpan, usePgTestDatabase } from "../../../../test/support/pg-test-database.js";
 import { PostgresLightningStore } from "./postgres-store.js";
 
 const pgdb = usePgTestDatabase("gc");
@@ -25,14 +25,7 @@ async function transactions(schema: string, table: string): Promise<number> {
   return rows[0].n;
 }
 
-const span = (rid: string, aid: string, id: string, seq = 1): SpanInput => ({
-  rollout_id: rid,
-  attempt_id: aid,
-  sequence_id: seq,
-  trace_id: "ab".repeat(16),
-  span_id: id,
-  name: "work",
-});
+const span = testSpan;
 
 describe("PostgreSQL group commit", () => {
   it("concurrent start_rollout, add_span and update_attempt calls share commits, each with its own result", async () => {

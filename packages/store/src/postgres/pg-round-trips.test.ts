@@ -15,7 +15,7 @@ import {
 import fc from "fast-check";
 import type pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
-import { countStatements, usePgTestDatabase } from "../../../../test/support/pg-test-database.js";
+import { countStatements, testSpan, usePgTestDatabase } from "../../../../test/support/pg-test-database.js";
 import { storeOtlpSpans } from "../server/otlp/store-spans.js";
 import { PostgresLightningStore } from "./postgres-store.js";
 
@@ -32,14 +32,7 @@ async function openStore(): Promise<{ store: PostgresLightningStore; schema: str
   return { store: await PostgresLightningStore.connect(pgdb.url(), options), schema };
 }
 
-const span = (rid: string, aid: string, id: string, seq: number): SpanInput => ({
-  rollout_id: rid,
-  attempt_id: aid,
-  sequence_id: seq,
-  trace_id: "ab".repeat(16),
-  span_id: id,
-  name: "work",
-});
+const span = testSpan;
 
 /** Transactions the store's connections run from now on, and statements (see countStatements). */
 function countTransactions(): { count: () => number; statements: () => number; stop: () => void } {

@@ -10,23 +10,15 @@ import {
   type LightningStore,
   nextWatchdogDeadline,
   type RolloutConfigInput,
-  type SpanInput,
 } from "@agl/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { countStatements, usePgTestDatabase } from "../../../../test/support/pg-test-database.js";
+import { countStatements, testSpan, usePgTestDatabase } from "../../../../test/support/pg-test-database.js";
 import { PostgresLightningStore } from "./postgres-store.js";
 
 const pgdb = usePgTestDatabase("act");
 
-const span = (rid: string, aid: string, id: string, seq: number): SpanInput => ({
-  rollout_id: rid,
-  attempt_id: aid,
-  sequence_id: seq,
-  trace_id: "ab".repeat(16),
-  span_id: id,
-  name: "work",
-});
+const span = testSpan;
 
 interface Scenario {
   worker: boolean;

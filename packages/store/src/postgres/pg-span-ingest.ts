@@ -7,10 +7,9 @@
  */
 import type { Span } from "@agl/core";
 import type { Settled } from "../shared/group-commit.js";
-import { toJsonRequired } from "../shared/schemas.js";
 import type { SpanJob } from "./pg-batches.js";
 import type { Queryable } from "./pg-db.js";
-import { spanKey } from "./pg-spans.js";
+import { spanColumns, spanKey } from "./pg-spans.js";
 
 export interface IngestedAtOnce {
   results: Array<Settled<Span[]>>;
@@ -58,20 +57,7 @@ export async function ingestSpansAtOnce(
   }>({
     name: "agl_ingest_spans",
     text: "SELECT * FROM agl_ingest_spans($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-    values: [
-      spans.map((s) => s.rollout_id),
-      spans.map((s) => s.attempt_id),
-      spans.map((s) => s.sequence_id),
-      spans.map((s) => s.trace_id),
-      spans.map((s) => s.span_id),
-      spans.map((s) => s.parent_id),
-      spans.map((s) => s.name),
-      spans.map((s) => s.start_time),
-      spans.map((s) => s.end_time),
-      spans.map((s) => toJsonRequired(s, "span")),
-      all.map((e) => e.assign),
-      now,
-    ],
+    values: [...spanColumns(spans), all.map((e) => e.assign), now],
   });
   if (rows.length === 1 && rows[0]!.o_rid === null) return null;
   const stored = new Map(
