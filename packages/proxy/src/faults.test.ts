@@ -1,14 +1,11 @@
 import { mockEncode } from "@agl/core/mock-llm";
+import { until } from "@agl/core/testing";
 import { describe, expect, it } from "vitest";
 import { rendezvousScore } from "./backends.js";
 import { type Harness, startHarness } from "./test-support/harness.js";
 
 const messages = [{ role: "user" as const, content: "a fairly long question to stream back in pieces" }];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** Waits for a condition, not for a time: a loaded machine only makes it take longer. */
-async function until(condition: () => boolean | Promise<boolean>): Promise<void> {
-  while (!(await condition())) await sleep(5);
-}
 
 /** An attempt whose rollout the rendezvous hash sends to backend `index` first. */
 async function attemptPreferring(h: Harness, index: number) {
