@@ -34,13 +34,12 @@ let close: () => Promise<void>;
 let requests = 0;
 if (mode === "store") {
   const store = await openStore(uri!, { postgres: { poolSize: 16 } });
-  // Counts requests (the server logs one "request" line each) instead of writing them.
-  const logger = {
-    ...silentServerLogger,
-    info: (message: string) => {
-      if (message === "request") requests++;
-    },
+  // Counts requests (the server logs one "request" line each, at debug or, refused, at info)
+  // instead of writing them.
+  const count = (message: string) => {
+    if (message === "request") requests++;
   };
+  const logger = { ...silentServerLogger, debug: count, info: count };
   const server = await startStoreServer({ store, port: 0, logger, closeStore: true });
   close = server.close;
   console.log(server.url);

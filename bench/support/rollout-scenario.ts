@@ -17,6 +17,8 @@ const { randomString } = seededRandom(7);
 
 /** One HTTP/1.1 keep-alive connection, as one aiohttp session of the Python client. */
 export class Connection {
+  /** Requests answered on every Connection of this process (the servers no longer log each at info). */
+  static answered = 0;
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 1 });
   constructor(private readonly base: URL) {}
 
@@ -49,6 +51,7 @@ export class Connection {
           const chunks: Buffer[] = [];
           res.on("data", (c: Buffer) => chunks.push(c));
           res.on("end", () => {
+            Connection.answered++;
             const text = Buffer.concat(chunks).toString();
             if ((res.statusCode ?? 0) >= 300) reject(new Error(`${path}: ${res.statusCode} ${text}`));
             else resolve(text);

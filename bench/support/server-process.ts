@@ -5,6 +5,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { Connection } from "./rollout-scenario.js";
 
 export interface ServerProcess {
   url: string;
@@ -74,7 +75,9 @@ const CLK_TCK = 100;
 
 /**
  * The `agl-store` CLI of the checkout at `root` (its built dist/cli.js), as users run it: default
- * flags, request logging on (stderr is read here and its request lines counted). CPU from /proc.
+ * flags and log level (stderr is read for the listening line and errors). CPU from /proc; `requests`
+ * counts the answers the bench's own connections received (bench/support/rollout-scenario.ts), as
+ * servers log each request only at debug now.
  */
 export async function startCliServer(root: string, db: string): Promise<ServerProcess> {
   const child = spawn(
@@ -82,7 +85,6 @@ export async function startCliServer(root: string, db: string): Promise<ServerPr
     [...nodeArgsFromEnv(), join(root, "packages/store/dist/cli.js"), "--db", db, "--port", "0"],
     { cwd: root, stdio: ["ignore", "ignore", "pipe"] },
   );
-  let requests = 0;
   let pending = "";
   const url = await new Promise<string>((resolve, reject) => {
     child.stderr!.on("data", (chunk: Buffer) => {
@@ -90,8 +92,7 @@ export async function startCliServer(root: string, db: string): Promise<ServerPr
       const lines = pending.split("\n");
       pending = lines.pop()!;
       for (const line of lines) {
-        if (line.includes('"msg":"request"')) requests++;
-        else if (line.includes("store server listening")) resolve(JSON.parse(line).url);
+        if (line.includes("store server listening")) resolve(JSON.parse(line).url);
         else if (line.includes('"level":50') || line.includes('"level":"error"')) console.error(line);
       }
     });
@@ -101,7 +102,7 @@ export async function startCliServer(root: string, db: string): Promise<ServerPr
   return {
     url,
     child,
-    usage: async () => ({ cpu_ms: processCpuMs(pid), requests }),
+    usage: async () => ({ cpu_ms: processCpuMs(pid), requests: Connection.answered }),
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();

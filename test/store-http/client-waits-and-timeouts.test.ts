@@ -29,6 +29,9 @@ function countingLogger(): { logger: StoreServerLogger; count: (path: string) =>
   const paths: string[] = [];
   return {
     logger: {
+      debug: (msg, fields) => {
+        if (msg === "request") paths.push(String(fields?.path));
+      },
       info: (msg, fields) => {
         if (msg === "request") paths.push(String(fields?.path));
       },

@@ -108,6 +108,90 @@ export const POSTGRES_MIGRATIONS: readonly PgMigration[] = [
     // index instead of sorting the whole table.
     sql: `CREATE INDEX rollouts_by_start_time_desc ON rollouts ((start_time IS NULL), start_time DESC, pk);`,
   },
+  {
+    version: 3,
+    name: "span ingest in one statement",
+    // Spans of attempts whose activity is a heartbeat (and, for a first span, preparing -> running of
+    // the attempt and its rollout) are stored, given their sequence ids, and recorded as activity by
+    // one call: one round trip and one commit per group-committed span batch instead of BEGIN, lock,
+    // read, insert, write, COMMIT. The rules mirror @agl/core's statusesAfterActivity and
+    // nextWatchdogDeadline for exactly the cases admitted by "ok"; for any other target (missing,
+    // not the latest attempt, a worker to mark busy, a requeuing rollout, both kinds of ids in one
+    // rollout) it writes nothing and answers one row of NULLs, and the store runs its general
+    // transaction. A function, not one statement: the lock must come first, and the reads after it
+    // need a snapshot taken once it is held (see readLatestAttempts in pg-db.ts). 1073741824 is
+    // MAX_SPAN_SEQUENCE_ID (2^30), where the counter saturates as in pg-spans.ts.
+    sql: `CREATE FUNCTION agl_ingest_spans(p_rid text[], p_aid text[], p_seq int[], p_tid text[], p_sid text[],
+        p_pid text[], p_name text[], p_st float8[], p_et float8[], p_data text[], p_assign bool[], p_now float8)
+      RETURNS TABLE (o_rid text, o_aid text, o_sid text, o_seq int, o_deadline float8)
+      LANGUAGE plpgsql AS $fn$
+      BEGIN
+        PERFORM 1 FROM rollouts r WHERE r.rollout_id = ANY(p_rid) ORDER BY r.rollout_id FOR UPDATE;
+        RETURN QUERY
+        WITH t AS (
+          SELECT * FROM unnest(p_rid, p_aid, p_seq, p_tid, p_sid, p_pid, p_name, p_st, p_et, p_data, p_assign)
+            WITH ORDINALITY AS t(rid, aid, seq, tid, sid, pid, name, st, et, data, assign, ord)
+        ), targets AS (
+          SELECT DISTINCT rid, aid FROM t
+        ), ok AS (
+          SELECT COALESCE(bool_and(r.rollout_id IS NOT NULL AND a.attempt_id IS NOT NULL
+              AND a.sequence_id = r.attempt_count AND r.status <> 'requeuing'
+              AND (a.status = 'running' OR (a.status = 'preparing' AND a.worker_id IS NULL))), false)
+            AND NOT EXISTS (SELECT 1 FROM t GROUP BY rid HAVING bool_or(assign) AND NOT bool_and(assign)) AS ok
+          FROM targets LEFT JOIN rollouts r ON r.rollout_id = targets.rid
+            LEFT JOIN attempts a ON a.rollout_id = targets.rid AND a.attempt_id = targets.aid
+        ), need AS (
+          SELECT rid, COUNT(*)::int AS n FROM t WHERE assign AND (SELECT ok FROM ok) GROUP BY rid
+        ), alloc AS (
+          INSERT INTO span_sequences (rollout_id, value) SELECT rid, n FROM need
+          ON CONFLICT (rollout_id) DO UPDATE SET value = LEAST(span_sequences.value, 1073741824) + EXCLUDED.value
+          RETURNING rollout_id, value
+        ), numbered AS (
+          SELECT t.*, CASE WHEN t.assign THEN LEAST(
+              al.value - need.n + ROW_NUMBER() OVER (PARTITION BY t.rid, t.assign ORDER BY t.ord), 1073741824)
+            ELSE t.seq END AS given
+          FROM t LEFT JOIN need ON need.rid = t.rid LEFT JOIN alloc al ON al.rollout_id = t.rid
+          WHERE (SELECT ok FROM ok)
+        ), ins AS (
+          INSERT INTO spans (rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, data)
+          SELECT rid, aid, given, tid, sid, pid, name, st, et,
+            CASE WHEN assign THEN jsonb_set(data::jsonb, '{sequence_id}', to_jsonb(given)) ELSE data::jsonb END
+          FROM numbered ORDER BY ord
+          ON CONFLICT (rollout_id, attempt_id, span_id) DO NOTHING
+          RETURNING rollout_id, attempt_id, span_id, sequence_id
+        ), bump AS (
+          INSERT INTO span_sequences (rollout_id, value)
+          SELECT i.rollout_id, MAX(i.sequence_id) FROM ins i WHERE i.rollout_id NOT IN (SELECT rid FROM need)
+          GROUP BY i.rollout_id
+          ON CONFLICT (rollout_id) DO UPDATE SET value = GREATEST(span_sequences.value, EXCLUDED.value)
+        ), touched AS (
+          SELECT DISTINCT i.rollout_id AS rid, i.attempt_id AS aid FROM ins i
+        ), a_upd AS (
+          UPDATE attempts a SET last_heartbeat_time = p_now, status = 'running', end_time = NULL
+          FROM touched WHERE a.rollout_id = touched.rid AND a.attempt_id = touched.aid
+          RETURNING a.rollout_id, a.start_time
+        ), dl AS (
+          SELECT r.rollout_id, r.status AS old_status, r.deadline AS old_deadline, nx.status,
+            CASE WHEN nx.status IN ('preparing', 'running') THEN LEAST(
+              au.start_time + (r.config->>'timeout_seconds')::float8,
+              p_now + (r.config->>'unresponsive_seconds')::float8) END AS deadline
+          FROM a_upd au JOIN rollouts r ON r.rollout_id = au.rollout_id
+            CROSS JOIN LATERAL (SELECT CASE WHEN r.status = 'preparing' THEN 'running' ELSE r.status END AS status) nx
+        ), r_upd AS (
+          UPDATE rollouts r SET status = dl.status,
+            end_time = CASE WHEN dl.status <> dl.old_status THEN NULL ELSE r.end_time END,
+            deadline = dl.deadline
+          FROM dl WHERE r.rollout_id = dl.rollout_id
+            AND (dl.status <> dl.old_status OR dl.deadline IS DISTINCT FROM dl.old_deadline)
+          RETURNING 1
+        )
+        SELECT i.rollout_id, i.attempt_id, i.span_id, i.sequence_id, dl.deadline
+          FROM ins i LEFT JOIN dl ON dl.rollout_id = i.rollout_id
+        UNION ALL
+        SELECT NULL, NULL, NULL, NULL, NULL WHERE NOT (SELECT ok FROM ok);
+      END
+      $fn$;`,
+  },
 ];
 
 /** Apply the missing migrations in the client's current schema (search_path). */

@@ -27,6 +27,7 @@ import {
   type Queryable,
   rolloutNotFound,
 } from "./pg-db.js";
+import { firstOfEachSpan } from "./pg-span-ingest.js";
 import { allocateSequences, insertSpans, spanKey } from "./pg-spans.js";
 
 export type StartRequest = z.output<typeof StartRolloutSchema>;
@@ -75,17 +76,7 @@ export async function ingestSpanBatch(
       if (!attempts.has(key(s.rollout_id, s.attempt_id))) return attemptNotFound(s.rollout_id, s.attempt_id);
     return null;
   });
-  const seen = new Set<string>();
-  const unique: Array<Array<{ span: Span; assign: boolean }>> = jobs.map((job, i) =>
-    errors[i]
-      ? []
-      : job.spans.flatMap((span, j) => {
-          const k = spanKey(span);
-          if (seen.has(k)) return [];
-          seen.add(k);
-          return [{ span, assign: job.assign?.[j] === true }];
-        }),
-  );
+  const unique = firstOfEachSpan(jobs, (i) => errors[i] !== null);
   const all = unique.flat();
   await allocateMixed(c, all);
   const storedSeqs =

@@ -2,28 +2,21 @@
  * Group commit on PostgreSQL: concurrent writes of one kind share transactions (rows written by one
  * transaction share its xmin), while each call keeps the outcome it would have had alone.
  */
-import { NotFoundError, type SpanInput } from "@agl/core";
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase } from "../../../../test/support/postgres.js";
+import { NotFoundError } from "@agl/core";
+import type pg from "pg";
+import { beforeAll, describe, expect, it } from "vitest";
+import { testSpan, usePgTestDatabase } from "../../../../test/support/pg-test-database.js";
 import { PostgresLightningStore } from "./postgres-store.js";
 
-let db: { url: string; drop: () => Promise<void> };
+const pgdb = usePgTestDatabase("gc");
 let admin: pg.Client;
-let counter = 0;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  admin = new pg.Client({ connectionString: db.url });
-  await admin.connect();
-}, 60_000);
-afterAll(async () => {
-  await admin?.end();
-  await db?.drop();
+beforeAll(() => {
+  admin = pgdb.admin();
 });
 
 async function openStore(): Promise<{ store: PostgresLightningStore; schema: string }> {
-  const schema = `gc${process.pid}_${counter++}`;
-  return { store: await PostgresLightningStore.connect(db.url, { schema, poolSize: 4 }), schema };
+  const schema = pgdb.schema();
+  return { store: await PostgresLightningStore.connect(pgdb.url(), { schema, poolSize: 4 }), schema };
 }
 
 /** Distinct transactions that wrote the rows of `table`. */
@@ -32,14 +25,7 @@ async function transactions(schema: string, table: string): Promise<number> {
   return rows[0].n;
 }
 
-const span = (rid: string, aid: string, id: string, seq = 1): SpanInput => ({
-  rollout_id: rid,
-  attempt_id: aid,
-  sequence_id: seq,
-  trace_id: "ab".repeat(16),
-  span_id: id,
-  name: "work",
-});
+const span = testSpan;
 
 describe("PostgreSQL group commit", () => {
   it("concurrent start_rollout, add_span and update_attempt calls share commits, each with its own result", async () => {

@@ -13,64 +13,31 @@ import {
   type SpanInput,
 } from "@agl/core";
 import fc from "fast-check";
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { createTestDatabase } from "../../../../test/support/postgres.js";
+import type pg from "pg";
+import { beforeAll, describe, expect, it } from "vitest";
+import { countStatements, testSpan, usePgTestDatabase } from "../../../../test/support/pg-test-database.js";
 import { storeOtlpSpans } from "../server/otlp/store-spans.js";
 import { PostgresLightningStore } from "./postgres-store.js";
 
-let db: { url: string; drop: () => Promise<void> };
+const pgdb = usePgTestDatabase("seq");
 let admin: pg.Client;
-let counter = 0;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  admin = new pg.Client({ connectionString: db.url });
-  await admin.connect();
-}, 60_000);
-afterAll(async () => {
-  await admin?.end();
-  await db?.drop();
+beforeAll(() => {
+  admin = pgdb.admin();
 });
 
 async function openStore(): Promise<{ store: PostgresLightningStore; schema: string }> {
-  const schema = `seq${process.pid}_${counter++}`;
+  const schema = pgdb.schema();
   // No watchdog passes nor LISTEN reconnects: the transaction count below is the calls' alone.
   const options = { schema, poolSize: 4, watchdog: false, listen: false };
-  return { store: await PostgresLightningStore.connect(db.url, options), schema };
+  return { store: await PostgresLightningStore.connect(pgdb.url(), options), schema };
 }
 
-const span = (rid: string, aid: string, id: string, seq: number): SpanInput => ({
-  rollout_id: rid,
-  attempt_id: aid,
-  sequence_id: seq,
-  trace_id: "ab".repeat(16),
-  span_id: id,
-  name: "work",
-});
+const span = testSpan;
 
-/** Transactions the store's connections run from now on (BEGIN…COMMIT blocks and lone statements), and statements. */
+/** Transactions the store's connections run from now on, and statements (see countStatements). */
 function countTransactions(): { count: () => number; statements: () => number; stop: () => void } {
-  const open = new WeakSet<object>();
-  let n = 0;
-  let statements = 0;
-  const original = pg.Client.prototype.query;
-  const spy = vi.spyOn(pg.Client.prototype, "query").mockImplementation(function (
-    this: pg.Client,
-    ...args: unknown[]
-  ) {
-    const first = args[0];
-    const text = typeof first === "string" ? first : (first as { text?: string }).text;
-    if (this !== admin) {
-      statements++;
-      if (text === "BEGIN") {
-        open.add(this);
-        n++;
-      } else if (text === "COMMIT" || text === "ROLLBACK") open.delete(this);
-      else if (!open.has(this)) n++;
-    }
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof original);
-  return { count: () => n, statements: () => statements, stop: () => spy.mockRestore() };
+  const counted = countStatements(admin);
+  return { count: counted.transactions, statements: counted.statements, stop: counted.stop };
 }
 
 /** What a store without the capability does for the same call: reserve the missing ids, then store. */

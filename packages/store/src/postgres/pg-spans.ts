@@ -14,6 +14,25 @@ export const spanKey = (s: Pick<Span, "rollout_id" | "attempt_id" | "span_id">):
   `${key(s.rollout_id, s.attempt_id)}\u0000${s.span_id}`;
 
 /**
+ * The span rows as column arrays, in the order of the span statements' parameters: rollout, attempt,
+ * sequence id, trace id, span id, parent id, name, start, end, and the whole span as JSON text.
+ */
+export function spanColumns(spans: readonly Span[]): unknown[][] {
+  return [
+    spans.map((s) => s.rollout_id),
+    spans.map((s) => s.attempt_id),
+    spans.map((s) => s.sequence_id),
+    spans.map((s) => s.trace_id),
+    spans.map((s) => s.span_id),
+    spans.map((s) => s.parent_id),
+    spans.map((s) => s.name),
+    spans.map((s) => s.start_time),
+    spans.map((s) => s.end_time),
+    spans.map((s) => toJsonRequired(s, "span")),
+  ];
+}
+
+/**
  * Insert spans (duplicates of (rid, aid, span_id) skipped) in one statement; returns the sequence id
  * stored for each span stored, by spanKey.
  *
@@ -28,18 +47,7 @@ export async function insertSpans(
   spans: readonly Span[],
   assign: readonly boolean[],
 ): Promise<Map<string, number>> {
-  const values = [
-    spans.map((s) => s.rollout_id),
-    spans.map((s) => s.attempt_id),
-    spans.map((s) => s.sequence_id),
-    spans.map((s) => s.trace_id),
-    spans.map((s) => s.span_id),
-    spans.map((s) => s.parent_id),
-    spans.map((s) => s.name),
-    spans.map((s) => s.start_time),
-    spans.map((s) => s.end_time),
-    spans.map((s) => toJsonRequired(s, "span")),
-  ];
+  const values = spanColumns(spans);
   // Spans that all carry their ids (the Python client's add_span) take the simpler statement.
   const assigning = assign.some(Boolean);
   const { rows } = await c.query<{

@@ -61,6 +61,7 @@ import { lockRollout, type PersistItem, persistMutations, type Queryable } from 
 import { PgListener } from "./pg-listener.js";
 import { claimRollouts, expireDue, insertRollouts, updateRolloutFields } from "./pg-ops.js";
 import { PgQueries } from "./pg-queries.js";
+import { ingestSpansAtOnce } from "./pg-span-ingest.js";
 import { allocateBlocks } from "./pg-spans.js";
 import { openMigratedPool } from "./pool.js";
 import { withTransaction } from "./transaction.js";
@@ -93,9 +94,7 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
   private readonly starts = new GroupCommit<StartRequest, AttemptedRollout>((jobs) =>
     this.batch(async (_, now) => startRolloutBatch(jobs, now), { oneStatement: true }),
   );
-  private readonly spanWrites = new GroupCommit<SpanJob, Span[]>((jobs) =>
-    this.batch((c, now) => ingestSpanBatch(c, jobs, now)),
-  );
+  private readonly spanWrites = new GroupCommit<SpanJob, Span[]>((jobs) => this.ingestSpans(jobs));
   private readonly attemptUpdates = new GroupCommit<AttemptUpdate, Attempt>(
     (jobs) => this.batch((c, now) => updateAttemptBatch(c, jobs, now)),
     // Two updates of one rollout never share a batch: the second sees the first's result.
@@ -185,6 +184,21 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     );
     this.publish(effects);
     return results;
+  }
+
+  /**
+   * A span batch: one call of agl_ingest_spans (one round trip, committed when it answers) when it
+   * covers the batch, else the general transaction.
+   */
+  private async ingestSpans(jobs: SpanJob[]): Promise<Array<Settled<Span[]>>> {
+    if (this.closed) throw new StoreClosedError();
+    const now = nowSeconds();
+    const atOnce = await withTransaction(this.pool, (c) => ingestSpansAtOnce(c, jobs, now), { begin: false });
+    if (atOnce) {
+      this.publish({ terminal: [], deadlines: atOnce.deadlines });
+      return atOnce.results;
+    }
+    return this.batch((c, now) => ingestSpanBatch(c, jobs, now));
   }
 
   private async persist(

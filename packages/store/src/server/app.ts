@@ -12,6 +12,7 @@ import { jsonLinesLogger, type StoreServerLogger } from "./logging.js";
 import { openApiDocument } from "./openapi.js";
 import { registerOtlpRoutes } from "./otlp/route.js";
 import { warnUnseenRefusal } from "./refusals.js";
+import { RequestLog } from "./request-log.js";
 import { registerMiscRoutes } from "./routes-misc.js";
 import { registerRolloutRoutes } from "./routes-rollouts.js";
 
@@ -33,6 +34,13 @@ export interface StoreAppOptions {
   legacyTaskTimeoutSeconds?: number;
   /** Aborted on shutdown so long waits return early (startStoreServer wires this). */
   shutdownSignal?: AbortSignal;
+  /**
+   * How often (ms) the info-level summary of answered requests is logged; each request has its own
+   * line only at debug, and each 4xx/5xx at info. Default 60 s.
+   */
+  requestSummaryMs?: number;
+  /** The request log to record into (startStoreServer passes its own, to flush it at close). */
+  requestLog?: RequestLog;
   /**
    * A web page mounted at /dashboard (e.g. `createDashboardApp()` of @agl/dashboard), served without the
    * bearer check: the page holds no data and asks for the token before calling the API. The sub-app
@@ -57,10 +65,12 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
   const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const maxWaitSeconds = Math.max(0, Math.min(options.maxWaitSeconds ?? 20, requestTimeoutMs / 1000 - 1));
   const shutdownSignal = options.shutdownSignal ?? new AbortController().signal;
+  const requestLog = options.requestLog ?? new RequestLog(logger, options.requestSummaryMs);
+  if (!options.requestLog) shutdownSignal.addEventListener("abort", () => requestLog.flush(), { once: true });
 
   const app = new Hono();
 
-  // Marker header and request log. On node the header goes straight onto the ServerResponse:
+  // Marker header and request log (request-log.ts). On node the header goes straight onto the ServerResponse:
   // c.header() would make hono build a web Headers object for every answer (and node-server then
   // convert it back), ~2% of the server's CPU per request.
   app.use("*", async (c, next) => {
@@ -69,12 +79,7 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
     if (outgoing && typeof outgoing.setHeader === "function") outgoing.setHeader(AGL_SERVER_HEADER, "agl-ts");
     else c.header(AGL_SERVER_HEADER, "agl-ts");
     await next();
-    logger.info("request", {
-      method: c.req.method,
-      path: c.req.path,
-      status: c.res.status,
-      duration_ms: Math.round((performance.now() - started) * 100) / 100,
-    });
+    requestLog.record(c.req.method, c.req.path, c.res.status, performance.now() - started);
     await warnUnseenRefusal(c, logger);
   });
 

@@ -1,22 +1,32 @@
 /** Structured logging for the store server: one JSON object per line, or any sink the caller injects. */
 export interface StoreServerLogger {
+  /** Per-request lines (see request-log.ts); a logger without it drops them. */
+  debug?(message: string, fields?: Record<string, unknown>): void;
   info(message: string, fields?: Record<string, unknown>): void;
   warn(message: string, fields?: Record<string, unknown>): void;
   error(message: string, fields?: Record<string, unknown>): void;
 }
 
 /**
- * JSON lines, e.g. `{"ts":"...","level":"info","msg":"request",...}`, to `write` one line per call,
+ * JSON lines at info and above (`level: "debug"` adds debug), e.g. `{"ts":"...","level":"info","msg":"request",...}`, to `write` one line per call,
  * or by default to stderr batched: the lines of one event-loop turn go out in one write (a write per
  * request log line was a syscall per request). Errors flush at once; so does process exit.
  */
-export function jsonLinesLogger(write?: (line: string) => void): StoreServerLogger {
+export function jsonLinesLogger(
+  write?: (line: string) => void,
+  options: { level?: "debug" | "info" } = {},
+): StoreServerLogger {
   const out = write ?? batchedStderr();
   const emit = (level: string) => (message: string, fields?: Record<string, unknown>) => {
     out(`${JSON.stringify({ ts: new Date().toISOString(), level, msg: message, ...fields })}\n`);
     if (level === "error") (out as Partial<Batched>).flush?.();
   };
-  return { info: emit("info"), warn: emit("warn"), error: emit("error") };
+  return {
+    ...(options.level === "debug" ? { debug: emit("debug") } : {}),
+    info: emit("info"),
+    warn: emit("warn"),
+    error: emit("error"),
+  };
 }
 
 type Batched = ((line: string) => void) & { flush: () => void };

@@ -22,6 +22,7 @@ const KNOWN = {
   dashboard: true,
   maxConnections: true,
   headersTimeoutMs: true,
+  requestSummaryMs: true,
 } satisfies Record<keyof StoreServerOptions, true>;
 
 const Shape = z.object(
@@ -40,5 +41,9 @@ export function checkStoreServerOptions(options: StoreServerOptions): void {
   const token = options.token;
   if (token !== undefined && token !== null && (typeof token !== "string" || token === "")) {
     throw new InvalidArgumentError("storeServer.token", "must be a non-empty string, null or absent");
+  }
+  const summary = options.requestSummaryMs;
+  if (summary !== undefined && !(typeof summary === "number" && Number.isFinite(summary) && summary >= 0)) {
+    throw new InvalidArgumentError("storeServer.requestSummaryMs", "must be a number of ms >= 0");
   }
 }

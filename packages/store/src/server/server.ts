@@ -4,9 +4,10 @@ import { InvalidArgumentError, type LightningStore } from "@agl/core";
 import { serve } from "@hono/node-server";
 import { createStoreApp, DEFAULT_REQUEST_TIMEOUT_MS, type StoreAppOptions } from "./app.js";
 import { jsonLinesLogger } from "./logging.js";
+import { RequestLog } from "./request-log.js";
 import { checkStoreServerOptions } from "./server-options.js";
 
-export interface StoreServerOptions extends Omit<StoreAppOptions, "shutdownSignal"> {
+export interface StoreServerOptions extends Omit<StoreAppOptions, "shutdownSignal" | "requestLog"> {
   store: LightningStore;
   /** Default 127.0.0.1. */
   host?: string;
@@ -60,7 +61,8 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   const requestTimeoutMs = appOptions.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const logger = appOptions.logger ?? jsonLinesLogger();
   const shutdown = new AbortController();
-  const app = createStoreApp(store, { ...appOptions, logger, shutdownSignal: shutdown.signal });
+  const requestLog = new RequestLog(logger, appOptions.requestSummaryMs);
+  const app = createStoreApp(store, { ...appOptions, logger, requestLog, shutdownSignal: shutdown.signal });
 
   const server = await new Promise<Server>((resolve, reject) => {
     // Slow clients cannot hold connections: headers and the whole request body must arrive within
@@ -104,6 +106,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       clearInterval(sweep);
       clearTimeout(timer);
       if (closeStore) await store.close();
+      requestLog.flush();
       logger.info("store server closed", { url });
     })();
     return closing;

@@ -104,16 +104,39 @@ describe("limits", () => {
 });
 
 describe("request logging", () => {
-  it("writes one JSON line per request with method, path, status and duration", async () => {
+  it("answered requests at debug with method, path, status and duration; refusals at info", async () => {
     const lines: string[] = [];
-    h = await harness({ logger: jsonLinesLogger((l) => lines.push(l)) });
+    h = await harness({ logger: jsonLinesLogger((l) => lines.push(l), { level: "debug" }) });
     await h.call("GET", `${API}/health`);
     await h.call("GET", `${API}/rollouts?limit=0`);
     const requests = lines.map((l) => JSON.parse(l)).filter((e) => e.msg === "request");
     expect(requests).toHaveLength(2);
+    expect(requests[0]).toMatchObject({ level: "debug", method: "GET", path: `${API}/health`, status: 200 });
     expect(requests[1]).toMatchObject({ level: "info", method: "GET", path: `${API}/rollouts`, status: 400 });
     expect(typeof requests[0].duration_ms).toBe("number");
     expect(typeof requests[0].ts).toBe("string");
+  });
+
+  it("at info: no line per answered request, a summary of them, every refusal still on its own line", async () => {
+    const lines: string[] = [];
+    h = await harness({ logger: jsonLinesLogger((l) => lines.push(l)), requestSummaryMs: 3_600_000 });
+    for (let i = 0; i < 3; i++) await h.call("GET", `${API}/health`);
+    await h.call("GET", `${API}/rollouts?limit=0`);
+    let entries = lines.map((l) => JSON.parse(l));
+    expect(entries.filter((e) => e.msg === "request")).toEqual([
+      expect.objectContaining({ level: "info", status: 400, path: `${API}/rollouts` }),
+    ]);
+    expect(entries.filter((e) => e.msg === "requests")).toEqual([]);
+    await h.server.close();
+    entries = lines.map((l) => JSON.parse(l));
+    const summaries = entries.filter((e) => e.msg === "requests");
+    expect(summaries).toHaveLength(1);
+    expect(summaries[0]).toMatchObject({ level: "info", count: 4, statuses: { "200": 3, "400": 1 } });
+    expect(summaries[0].max_ms).toBeGreaterThanOrEqual(summaries[0].mean_ms);
+    // The summary comes before the closing line.
+    expect(entries.findIndex((e) => e.msg === "requests")).toBeLessThan(
+      entries.findIndex((e) => e.msg === "store server closed"),
+    );
   });
 });
 
