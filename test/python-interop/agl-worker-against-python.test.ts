@@ -75,7 +75,8 @@ describe("agl-worker against a Python Agent Lightning store server and LLM proxy
         ]),
       );
     }
-    const deadline = Date.now() + 60_000;
+    // Generous: two worker processes must start (tsx) before anything runs; a loaded machine is slow.
+    const deadline = Date.now() + 240_000;
     let finished: Array<{ rollout_id: string; status: string }> = [];
     while (finished.length < ids.length && Date.now() < deadline) {
       finished = await agl("POST", "waits/rollouts", { rollout_ids: ids, timeout: 0 });
@@ -129,5 +130,5 @@ describe("agl-worker against a Python Agent Lightning store server and LLM proxy
 
     for (const c of children) c.proc.kill("SIGTERM");
     expect(await Promise.all(children.map((c) => c.exited))).toEqual([0, 0]);
-  }, 90_000);
+  }, 300_000);
 });

@@ -68,14 +68,14 @@ describe("limits", () => {
     h = await harness({
       requestTimeoutMs: 150,
       store: storeWithStatistics(async () => {
-        await sleep(1000);
+        await sleep(5000);
         return {};
       }),
     });
     const started = Date.now();
     const res = await h.call("GET", `${API}/statistics`);
     expect(res.status).toBe(504);
-    expect(Date.now() - started).toBeLessThan(900);
+    expect(Date.now() - started).toBeLessThan(4000);
   });
 
   it("a store bug is a 500 with the error type, and it is logged with its stack", async () => {
