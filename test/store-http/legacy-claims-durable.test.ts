@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AgentLightningClient } from "@agl/client";
 import { type AttemptedRollout, InMemoryLightningStore, type LightningStore } from "@agl/core";
+import { until } from "@agl/core/testing";
 import { PostgresLightningStore, SqliteLightningStore, type StoreServer } from "@agl/store";
 import pg from "pg";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -24,8 +25,6 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!();
   rmSync(dir, { recursive: true, force: true });
 });
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function open(path: string, taskTimeout: number) {
   return openOn(new SqliteLightningStore(path, { watchdogMaxSleepMs: 100 }), taskTimeout);
@@ -69,8 +68,7 @@ describe("legacy claims are kept in the store", () => {
     const { store, client } = await open(join(dir, "late.db"), 0.3);
     const rollout = await store.enqueueRollout({ input: "task" });
     await client.getTask();
-    await sleep(600);
-    expect((await store.getRolloutById(rollout.rollout_id))?.status).toBe("requeuing");
+    await until(async () => (await store.getRolloutById(rollout.rollout_id))?.status === "requeuing");
     await client.postRollout({ rollout_id: rollout.rollout_id, final_reward: 0.5 });
     expect((await store.getRolloutById(rollout.rollout_id))?.status).toBe("succeeded");
     const attempts = (await store.queryAttempts(rollout.rollout_id)).items;
@@ -90,9 +88,11 @@ async function sharedServers(a: Awaited<ReturnType<typeof openOn>>, b: Awaited<R
   const again = await b.client.pollNextTask();
   expect(Date.now() - started).toBeGreaterThanOrEqual(250);
   expect(again).toMatchObject({ rollout_id: rollout.rollout_id, num_claims: 2 });
-  // Timed out exactly once, although both servers' stores run the watchdog.
-  await sleep(500);
-  const attempts = (await a.store.queryAttempts(rollout.rollout_id)).items;
+  // Timed out exactly once, although both servers' stores run the watchdog: wait for the second claim
+  // to time out, then there must be exactly two attempts, both timed out.
+  const settled = async () => (await a.store.queryAttempts(rollout.rollout_id)).items;
+  await until(async () => (await settled()).every((x) => x.status === "timeout"));
+  const attempts = await settled();
   expect(attempts.map((x) => x.status)).toEqual(["timeout", "timeout"]);
   expect((await a.client.getTask())?.num_claims).toBe(3);
 }

@@ -1,4 +1,5 @@
 import { mockEncode } from "@agl/core/mock-llm";
+import { until } from "@agl/core/testing";
 import { describe, expect, it } from "vitest";
 import { rendezvousScore } from "./backends.js";
 import { type Harness, startHarness } from "./test-support/harness.js";
@@ -101,7 +102,8 @@ describe("faults", () => {
           .client(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1`)
           .chat.completions.create({ model: "m", messages }),
       ).rejects.toMatchObject({ status: 504 });
-      expect(Date.now() - t0).toBeLessThan(2_000);
+      // The upstream never answers: only the 200 ms timeout ends the call (load only adds latency).
+      expect(Date.now() - t0).toBeLessThan(20_000);
       const [span] = await h.spans(a.rolloutId);
       expect(span!.attributes).toMatchObject({ "agl.proxy.http_status": 504, "agl.proxy.status": "error" });
       expect(String(span!.attributes["agl.proxy.error"])).toMatch(/200 ms/);
@@ -168,7 +170,7 @@ describe("faults", () => {
       for await (const _ of stream) {
         if (++chunks === 3) break; // breaking out of the iterator aborts the HTTP request
       }
-      await sleep(150);
+      await until(async () => (await h.spans(a.rolloutId)).length > 0);
       const [span] = await h.spans(a.rolloutId);
       expect(span!.attributes).toMatchObject({
         "agl.proxy.partial": true,
@@ -186,7 +188,7 @@ describe("faults", () => {
   });
 
   it("records a non-streamed call whose client disconnects before the answer, flagged partial", async () => {
-    const h = await startHarness({ mocks: [{ delayMs: 300 }] });
+    const h = await startHarness({ mocks: [{ delayMs: 1000 }] });
     try {
       const a = await h.newAttempt();
       const abort = new AbortController();
@@ -196,11 +198,10 @@ describe("faults", () => {
         body: JSON.stringify({ model: "m", messages }),
         signal: abort.signal,
       });
-      await sleep(80);
-      expect(h.proxy.state().inflight).toBe(1);
+      await until(() => h.proxy.state().inflight === 1);
       abort.abort();
       await expect(call).rejects.toThrow();
-      await sleep(50);
+      await until(async () => (await h.spans(a.rolloutId)).length > 0);
       const [span] = await h.spans(a.rolloutId);
       expect(span!.attributes).toMatchObject({
         "agl.proxy.stream": false,
@@ -218,13 +219,12 @@ describe("faults", () => {
 
 describe("pause, drain, resume", () => {
   it("drains an in-flight call, rejects new ones with 429 + Retry-After, then resumes", async () => {
-    const h = await startHarness({ mocks: [{ delayMs: 300 }] });
+    const h = await startHarness({ mocks: [{ delayMs: 1000 }] });
     try {
       const a = await h.newAttempt();
       const client = h.client(`${h.url}/rollout/${a.rolloutId}/attempt/${a.attemptId}/v1`);
       const inflight = client.chat.completions.create({ model: "m", messages });
-      await sleep(80);
-      expect(h.proxy.state().inflight).toBe(1);
+      await until(() => h.proxy.state().inflight === 1);
       let drained = false;
       const pausing = h.proxy
         .pause({ drain: true, retryAfterSeconds: 2, reason: "weight update" })
@@ -295,7 +295,7 @@ describe("pause, drain, resume", () => {
         done = true;
         return r;
       });
-      await sleep(100);
+      await until(() => h.proxy.state().held === 1);
       expect(done).toBe(false);
       expect(h.proxy.state()).toMatchObject({ paused: true, held: 1, inflight: 0 });
       await h.proxy.resume();
@@ -318,7 +318,7 @@ describe("pause, drain, resume", () => {
       });
       const waited = Date.now() - t0;
       expect(waited).toBeGreaterThanOrEqual(190);
-      expect(waited).toBeLessThan(2_000);
+      expect(waited).toBeLessThan(20_000);
       expect(res.status).toBe(429);
       expect(res.headers.get("retry-after")).toBe("3");
       expect(await res.json()).toEqual({ error: "gateway paused", reason: "long update" });

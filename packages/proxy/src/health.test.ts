@@ -1,9 +1,9 @@
 import { startMockLLMServer } from "@agl/core/mock-llm";
+import { until } from "@agl/core/testing";
 import { describe, expect, it } from "vitest";
 import { rendezvousScore } from "./backends.js";
 import { startHarness } from "./test-support/harness.js";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const messages = [{ role: "user" as const, content: "hi" }];
 
 describe("active health checks", () => {
@@ -23,7 +23,7 @@ describe("active health checks", () => {
       }
       const deadPort = Number(new URL(h.mocks[0]!.url).port);
       await h.mocks[0]!.close();
-      await sleep(300);
+      await until(() => !h.proxy.state().backends[0]!.healthy);
       expect(h.proxy.state().backends.map((b) => b.healthy)).toEqual([false, true]);
       expect(h.warnings.some((w) => w.includes("failed its health check"))).toBe(true);
       const client = h.client(`${h.url}/rollout/${a!.rolloutId}/attempt/${a!.attemptId}/v1`);
@@ -33,7 +33,7 @@ describe("active health checks", () => {
       // the replica comes back on the same port: it is healthy again and the rollout returns to it
       const revived = await startMockLLMServer({ port: deadPort });
       try {
-        await sleep(300);
+        await until(() => h.proxy.state().backends[0]!.healthy);
         expect(h.proxy.state().backends.map((b) => b.healthy)).toEqual([true, true]);
         await client.chat.completions.create({ model: "m", messages });
         const spans = await h.spans(a!.rolloutId);

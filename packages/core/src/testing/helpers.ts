@@ -37,6 +37,14 @@ export async function expectError<E = any>(promise: Promise<unknown>, cls: Error
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * Resolves once `condition` holds, polling every `intervalMs`: tests wait for the state they need instead
+ * of a time, so a loaded machine makes them slower, never wrong (the test's timeout is the safety net).
+ */
+export async function until(condition: () => boolean | Promise<boolean>, intervalMs = 5): Promise<void> {
+  while (!(await condition())) await sleep(intervalMs);
+}
+
 /** Run `fn` against a fresh store, always closing it and running cleanup. */
 export async function withStore(
   factory: StoreFactory,

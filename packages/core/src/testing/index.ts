@@ -6,6 +6,7 @@ export {
   makeSpan,
   type StoreFactory,
   sleep,
+  until,
   withStore,
 } from "./helpers.js";
 export { describeStoreModel, type StoreModelOptions } from "./model.js";

@@ -133,6 +133,7 @@ describe("Trainer", () => {
   it("stops when the caller's signal aborts", async () => {
     const controller = new AbortController();
     const trainer = new Trainer({ logger: silentLogger, gracePeriodMs: 10 });
+    // The agent never returns by itself: only the abort ends it (the default grace would be 5 s).
     const agent = async (_: number, { signal }: RolloutContext) => {
       controller.abort();
       await new Promise((res) => signal.addEventListener("abort", res));
@@ -141,7 +142,7 @@ describe("Trainer", () => {
     const { result, runners } = await trainer.dev<number, BaselineSummary>(agent, [1, 2, 3], {
       signal: controller.signal,
     });
-    expect(Date.now() - started).toBeLessThan(800);
+    expect(Date.now() - started).toBeLessThan(4_000);
     expect(result.succeeded).toBe(0);
     expect(runners[0]!.abandoned).toBe(1);
     const first = result.rollouts[0]!.rolloutId;

@@ -319,13 +319,14 @@ describe("waits", () => {
     const started = Date.now();
     const pending = h.call("POST", `${API}/waits/rollouts`, {
       rollout_ids: [a.rollout_id, b.rollout_id],
-      timeout: 5,
+      timeout: 60,
     });
     await new Promise((r) => setTimeout(r, 100));
     await h.call("POST", `${API}/rollouts/${a.rollout_id}/attempts/latest`, { status: "succeeded" });
     await h.call("POST", `${API}/rollouts/${b.rollout_id}/attempts/latest`, { status: "failed" });
     const res = await pending;
-    expect(Date.now() - started).toBeLessThan(3000);
+    // Woken by the completions, not by the 60 s timeout (a loaded machine only adds latency).
+    expect(Date.now() - started).toBeLessThan(30_000);
     expect(res.body.map((r: any) => r.status).sort()).toEqual(["failed", "succeeded"]);
     expect(res.headers.get("x-agl-wait-complete")).toBe("1");
     expect((await h.call("POST", `${API}/waits/rollouts`, { timeout: 1 })).status).toBe(422);
@@ -336,8 +337,8 @@ describe("waits", () => {
     h = await harness({ maxWaitSeconds: 0.3 });
     const a = (await h.call("POST", `${API}/rollouts`, { input: "a" })).body;
     const started = Date.now();
-    const res = await h.call("POST", `${API}/waits/rollouts`, { rollout_ids: [a.rollout_id], timeout: 30 });
-    expect(Date.now() - started).toBeLessThan(2000);
+    const res = await h.call("POST", `${API}/waits/rollouts`, { rollout_ids: [a.rollout_id], timeout: 60 });
+    expect(Date.now() - started).toBeLessThan(30_000);
     expect(res.body).toEqual([]);
     expect(res.headers.get("x-agl-wait-complete")).toBeNull();
   });
@@ -354,9 +355,9 @@ describe("waits", () => {
     const started = Date.now();
     const done = await h.call("POST", `${API}/waits/rollouts`, {
       rollout_ids: [a.rollout_id, "ro-unknown"],
-      timeout: 5,
+      timeout: 60,
     });
-    expect(Date.now() - started).toBeLessThan(2000);
+    expect(Date.now() - started).toBeLessThan(30_000);
     expect(done.body.map((r: any) => r.rollout_id)).toEqual([a.rollout_id]);
     expect(done.headers.get("x-agl-wait-complete")).toBe("1");
   });
