@@ -17,6 +17,7 @@ import {
   type PretrainedPolicy,
   type RewardMapper,
   type SftExample,
+  type SftOptions,
   sft,
   sftLoss,
   type ToolDefinition,
@@ -188,19 +189,24 @@ export async function sftToPlateau(
   let sinceBest = 0;
   let cooled = false;
   const shortSteps = o.shortSteps ?? 0;
+  // One chunk of SFT at the job's batch and rate, continuing the optimizer.
+  const chunk = (data: readonly Demo[], n: number, extra: Partial<SftOptions>) =>
+    sft(policy.model, data as unknown as SftExample[], {
+      template,
+      steps: n,
+      batchSize: o.batchSize,
+      microBatchSize: o.microBatchSize,
+      workers: o.workers,
+      learningRate: o.learningRate,
+      optimizer,
+      ...extra,
+    });
   if (shortSteps > 0) {
-    const short = demos.map((d) => ({ messages: d.messages, tools: null })) as unknown as SftExample[];
+    const short = demos.map((d) => ({ messages: d.messages, tools: null })) as unknown as Demo[];
     for (let done = 0; done < shortSteps; done += o.evalEvery) {
       const n = Math.min(o.evalEvery, shortSteps - done);
-      const res = await sft(policy.model, short, {
-        template,
-        steps: n,
-        batchSize: o.batchSize,
-        microBatchSize: o.microBatchSize,
-        workers: o.workers,
-        learningRate: o.learningRate,
+      const res = await chunk(short, n, {
         warmupSteps: done === 0 ? 20 : 0,
-        optimizer,
         seed: o.seed * 1000 + 500 + done,
       });
       optimizer = res.optimizer;
@@ -214,17 +220,10 @@ export async function sftToPlateau(
     // The last chunk is the cool-down: one linear fall of the rate to 0, validated at its end.
     const coolDown = steps >= o.maxSteps || sinceBest >= o.patience;
     const n = coolDown ? o.coolDownSteps : Math.min(o.evalEvery, o.maxSteps - steps);
-    const res = await sft(policy.model, demos as unknown as SftExample[], {
-      template,
-      steps: n,
-      batchSize: o.batchSize,
-      microBatchSize: o.microBatchSize,
-      workers: o.workers,
-      learningRate: o.learningRate,
+    const res = await chunk(demos, n, {
       ...(coolDown
         ? { schedule: "linear" as const }
         : { warmupSteps: steps === 0 && shortSteps === 0 ? 10 : 0 }),
-      optimizer,
       seed: o.seed * 1000 + curve.length,
     });
     optimizer = res.optimizer;
