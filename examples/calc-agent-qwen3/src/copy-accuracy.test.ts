@@ -41,12 +41,40 @@ describe("copy accuracy (teacher-forced digits of two-call solutions)", () => {
     }
   });
 
+  it("rows without the tool preamble carry the same digit targets, ~150 tokens shorter", async () => {
+    const policy = await loadPretrainedPolicy(dir);
+    try {
+      const [p] = makeSplits({ train: 0, demo: 0, val: 0, test: 1 }, 6).test;
+      const d = chainedSolution(p!);
+      const targets = (tools: unknown) => {
+        const enc = policy.template.encodeChat(d.messages as never, tools as never, {
+          addGenerationPrompt: false,
+        });
+        const pieces = enc.ids.map((id) => policy.tokenizer.decode([id], { skipSpecialTokens: false }));
+        const groups = digitGroups(pieces, enc.assistantMask);
+        return {
+          length: enc.ids.length,
+          digits: pieces.map((x, t) => (groups[t] ? `${groups[t]}:${x}` : "")).filter(Boolean),
+          trained: pieces.filter((_, t) => enc.assistantMask[t]).join(""),
+        };
+      };
+      const full = targets(d.tools);
+      const short = targets(null);
+      expect(short.digits).toEqual(full.digits);
+      expect(short.trained).toBe(full.trained);
+      expect(full.length - short.length).toBeGreaterThan(100);
+    } finally {
+      policy.model.dispose();
+    }
+  });
+
   it("an untrained model copies at about chance; the rates are shares", async () => {
     const policy = await loadPretrainedPolicy(dir);
     try {
       const val = makeSplits({ train: 0, demo: 0, val: 8, test: 0 }, 5).val;
       const acc = copyAccuracy(policy.model, policy.template, val, 4);
-      for (const v of Object.values(acc)) {
+      const short = copyAccuracy(policy.model, policy.template, val, 4, false);
+      for (const v of [...Object.values(acc), ...Object.values(short)]) {
         expect(v).toBeGreaterThanOrEqual(0);
         expect(v).toBeLessThanOrEqual(0.5);
       }

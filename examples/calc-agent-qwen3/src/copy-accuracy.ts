@@ -50,6 +50,8 @@ export function copyAccuracy(
   template: ChatEncoder,
   problems: readonly Problem[],
   batchSize = 16,
+  /** Render the transcripts with the tool preamble (as served) or without it (the short-row stage). */
+  withTools = true,
 ): CopyAccuracy {
   const hits: Record<Group, [number, number]> = {
     first: [0, 0],
@@ -61,9 +63,13 @@ export function copyAccuracy(
   for (let i = 0; i < problems.length; i += batchSize) {
     const rows = problems.slice(i, i + batchSize).map((p) => {
       const d = chainedSolution(p);
-      return template.encodeChat(d.messages as ChatMessage[], d.tools as ToolDefinition[], {
-        addGenerationPrompt: false,
-      });
+      return template.encodeChat(
+        d.messages as ChatMessage[],
+        withTools ? (d.tools as ToolDefinition[]) : null,
+        {
+          addGenerationPrompt: false,
+        },
+      );
     });
     const T = Math.max(...rows.map((r) => r.ids.length));
     const ids = rows.map((r) => [...r.ids, ...new Array<number>(T - r.ids.length).fill(0)]);

@@ -50,6 +50,8 @@ const { values: args } = parseArgs({
     "chain-share": { type: "string", default: String(MAIN_JOB.sft.chainShare) },
     "sft-max-steps": { type: "string", default: String(MAIN_JOB.sft.maxSteps) },
     "sft-lr": { type: "string", default: String(MAIN_JOB.sft.learningRate) },
+    /** SFT steps on rows without the tool preamble before the validated full-row phase. */
+    "sft-short-steps": { type: "string", default: String(MAIN_JOB.sft.shortSteps) },
     /** Worker threads for generation and gradients; 0 = all in this thread (same numbers). */
     workers: { type: "string", default: "2" },
     seed: { type: "string", default: "1" },
@@ -96,6 +98,7 @@ async function run(policy: PretrainedPolicy, splits: Splits) {
       chainShare: Number(args["chain-share"]),
       maxSteps: Number(args["sft-max-steps"]),
       learningRate: Number(args["sft-lr"]),
+      shortSteps: Number(args["sft-short-steps"]),
       workers,
       seed,
       log,

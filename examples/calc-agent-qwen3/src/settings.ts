@@ -9,6 +9,8 @@ export const MAIN_JOB = {
   sft: {
     /** Share of demonstrations that do the second step with the calculator (the rest in the head). */
     chainShare: 0.25,
+    /** Steps on rows without the tool preamble first (`sftToPlateau`); 0 in the recorded runs. */
+    shortSteps: 0,
     evalEvery: 40,
     patience: 2,
     maxSteps: 160,
