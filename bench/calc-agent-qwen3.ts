@@ -1,22 +1,10 @@
-/**
- * What GRPO adds to the calc-agent (Qwen3 architecture, function calling), against the baselines that
- * could beat it: for each seed, SFT to its plateau on imperfect demonstrations, then from the same best
- * SFT checkpoint (bench/support/calc-agent-qwen3-seed.ts): (a) the SFT policy with tool_choice "required",
- * (b) rejection-sampling fine-tuning, (c) more SFT, (d) shuffled-reward GRPO — (b)-(d) with GRPO's budget —
- * and GRPO, all scored on the same test problems (never used to choose anything). Settings are the main
- * job's (examples/calc-agent-qwen3/src/settings.ts). Seeds run as separate single-threaded processes, all at
- * once; every run is a fixed amount of work, so the load changes only the times.
- *
- *   pnpm exec tsx bench/calc-agent-qwen3.ts     # writes bench/results/calc-agent-qwen3-baselines.{json,md,log}
- *   SEEDS=1 pnpm exec tsx bench/calc-agent-qwen3.ts
- */
-import { spawn } from "node:child_process";
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { MAIN_JOB } from "../examples/calc-agent-qwen3/src/settings.js";
 import type { Arm, SeedResult } from "./support/calc-agent-qwen3-seed.js";
+import { runSeedProcess } from "./support/seed-process.js";
 
 const SEEDS = (process.env.SEEDS ?? "1,2,3").split(",").map(Number);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -28,40 +16,13 @@ const t0 = performance.now();
 
 function runSeed(seed: number): Promise<SeedResult> {
   const out = join(root, `seed-${seed}`);
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      "pnpm",
-      [
-        "exec",
-        "tsx",
-        join(here, "support/calc-agent-qwen3-seed.ts"),
-        "--seed",
-        String(seed),
-        "--out",
-        out,
-        "--workers",
-        "0",
-      ],
-      {
-        stdio: ["ignore", "pipe", "pipe"],
-      },
-    );
-    for (const stream of [child.stdout, child.stderr]) {
-      stream.on("data", (chunk: Buffer) => {
-        for (const line of chunk.toString().split("\n")) {
-          // Per-step PPO lines stay in each run's metrics.jsonl; the log keeps the milestones.
-          if (line.trim() && !line.startsWith("[ppo] step")) {
-            logFile?.write(`${line}\n`);
-            if (line.startsWith("[seed")) console.log(line);
-          }
-        }
-      });
-    }
-    child.on("error", reject);
-    child.on("exit", (code) => {
-      if (code !== 0) reject(new Error(`seed ${seed} exited with ${code}`));
-      else resolve(JSON.parse(readFileSync(join(out, "result.json"), "utf8")) as SeedResult);
-    });
+  const args = ["--workers", "0"];
+  return runSeedProcess<SeedResult>({
+    script: join(here, "support/calc-agent-qwen3-seed.ts"),
+    seed,
+    out,
+    args,
+    logFile,
   });
 }
 

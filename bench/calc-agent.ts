@@ -1,23 +1,3 @@
-/**
- * What RL adds to the calc-agent, with controls: for each of 3 seeds, SFT to its plateau on imperfect
- * demonstrations, then from the same best SFT checkpoint (bench/support/calc-agent-seed.ts):
- *   - more SFT on the same demonstrations with GRPO's optimizer steps, rows per step, rate and warm-up;
- *   - another cycle of the SFT recipe (its peak rate, cool-down) over as many demonstrations;
- *   - GRPO with each step's rewards shuffled across its rollouts;
- *   - GRPO,
- * all scored on the same test problems (never used to choose anything; the validation split picks the
- * best SFT checkpoint and draws the RL curves). The settings are the main job's (examples/calc-agent/src/
- * settings.ts). Seeds run as separate processes, all at once (each single-threaded); every run is a fixed
- * amount of work, so the load changes only the times.
- *
- *   pnpm exec tsx bench/calc-agent.ts            # writes bench/results/calc-agent-controls.{json,md,svg}
- *   SFT_ROOT=DIR pnpm exec tsx bench/calc-agent.ts
- *
- * With SFT_ROOT, each seed starts from the best SFT checkpoint saved in DIR/sft-<seed> by an earlier run of
- * the same code and settings (`calc-agent-seed.ts --sft-dir`; SFT is deterministic for a seed), or saves it
- * there; the report says so.
- */
-import { spawn } from "node:child_process";
 import { createWriteStream, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -26,6 +6,7 @@ import { lineChartSvg } from "@agl/trainer-gpu";
 import { MAIN_JOB } from "../examples/calc-agent/src/settings.js";
 import { barChartSvg } from "./support/bar-chart.js";
 import type { SeedResult } from "./support/calc-agent-seed.js";
+import { runSeedProcess } from "./support/seed-process.js";
 
 const SEEDS = (process.env.SEEDS ?? "1,2,3").split(",").map(Number);
 const SFT_ROOT = process.env.SFT_ROOT;
@@ -38,39 +19,13 @@ const t0 = performance.now();
 
 function runSeed(seed: number): Promise<SeedResult> {
   const out = join(root, `seed-${seed}`);
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      "pnpm",
-      [
-        "exec",
-        "tsx",
-        join(here, "support/calc-agent-seed.ts"),
-        "--seed",
-        String(seed),
-        "--out",
-        out,
-        ...(SFT_ROOT ? ["--sft-dir", join(SFT_ROOT, `sft-${seed}`)] : []),
-      ],
-      {
-        stdio: ["ignore", "pipe", "pipe"],
-      },
-    );
-    for (const stream of [child.stdout, child.stderr]) {
-      stream.on("data", (chunk: Buffer) => {
-        for (const line of chunk.toString().split("\n")) {
-          // Per-step PPO lines stay in each run's metrics.jsonl; the log keeps the milestones.
-          if (line.trim() && !line.startsWith("[ppo] step")) {
-            logFile?.write(`${line}\n`);
-            if (line.startsWith("[seed")) console.log(line);
-          }
-        }
-      });
-    }
-    child.on("error", reject);
-    child.on("exit", (code) => {
-      if (code !== 0) reject(new Error(`seed ${seed} exited with ${code}`));
-      else resolve(JSON.parse(readFileSync(join(out, "result.json"), "utf8")) as SeedResult);
-    });
+  const args = [...(SFT_ROOT ? ["--sft-dir", join(SFT_ROOT, `sft-${seed}`)] : [])];
+  return runSeedProcess<SeedResult>({
+    script: join(here, "support/calc-agent-seed.ts"),
+    seed,
+    out,
+    args,
+    logFile,
   });
 }
 

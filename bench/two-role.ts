@@ -1,17 +1,3 @@
-/**
- * Issue 25's comparison on the two-role example (examples/two-role-agent): a writer and a checker over one
- * tiny fresh Qwen3-architecture base, after the same format-only warm-up, trained with GRPO through the
- * proxy with (a) ONE LoRA adapter shared by both roles (rank 2r) and (b) an adapter PER ROLE (rank r each):
- * the same trainable parameters, rollouts, steps, rewards and advantages. 3 seeds, each in its own process
- * (bench/support/two-role-seed.ts), all at once; every run is a fixed amount of work, so load changes only
- * the times. Scored on the test split (digit sets never trained on, never used for a choice).
- *
- *   pnpm exec tsx bench/two-role.ts              # writes bench/results/two-role.{json,md,log}
- *   SEEDS=1 pnpm exec tsx bench/two-role.ts
- *   RENDER_ONLY=1 pnpm exec tsx bench/two-role.ts  # rewrite the .md from the committed .json
- *   BENCH_ROOT=DIR RESUME=1 pnpm exec tsx bench/two-role.ts  # reuse the warm-ups a run left in DIR
- */
-import { spawn } from "node:child_process";
 import { createWriteStream, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -20,6 +6,7 @@ import type { RoleScores } from "../examples/two-role-agent/src/evaluate.js";
 import type { Arm } from "../examples/two-role-agent/src/experiment.js";
 import type { SeedResult } from "../examples/two-role-agent/src/job.js";
 import { SETTINGS } from "../examples/two-role-agent/src/settings.js";
+import { runSeedProcess } from "./support/seed-process.js";
 
 const SEEDS = (process.env.SEEDS ?? "1,2,3").split(",").map(Number);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -31,34 +18,13 @@ const t0 = performance.now();
 
 function runSeed(seed: number): Promise<SeedResult> {
   const out = join(root, `seed-${seed}`);
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      "pnpm",
-      [
-        "exec",
-        "tsx",
-        join(here, "support/two-role-seed.ts"),
-        "--seed",
-        String(seed),
-        "--out",
-        out,
-        ...(process.env.RESUME ? ["--resume"] : []),
-      ],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    for (const stream of [child.stdout, child.stderr])
-      stream.on("data", (chunk: Buffer) => {
-        for (const line of chunk.toString().split("\n")) {
-          if (!line.trim()) continue;
-          logFile?.write(`${line}\n`);
-          if (line.startsWith("[seed")) console.log(line);
-        }
-      });
-    child.on("error", reject);
-    child.on("exit", (code) => {
-      if (code !== 0) reject(new Error(`seed ${seed} exited with ${code}`));
-      else resolve(JSON.parse(readFileSync(join(out, "result.json"), "utf8")) as SeedResult);
-    });
+  const args = [...(process.env.RESUME ? ["--resume"] : [])];
+  return runSeedProcess<SeedResult>({
+    script: join(here, "support/two-role-seed.ts"),
+    seed,
+    out,
+    args,
+    logFile,
   });
 }
 
