@@ -72,7 +72,14 @@ export async function startDashboardServer(options: DashboardServerOptions): Pro
     port: address.port,
     close: () =>
       new Promise<void>((resolve) => {
-        server.close(() => resolve());
+        // An open browser tab keeps polling over keep-alive connections: idle ones close now, and a connection
+        // busy at this moment would otherwise hold close() forever once it turns idle. Reads lose nothing by
+        // being cut, so whatever is still open after a short grace is closed too.
+        const grace = setTimeout(() => server.closeAllConnections(), 1_000);
+        server.close(() => {
+          clearTimeout(grace);
+          resolve();
+        });
         server.closeIdleConnections();
       }),
   };
