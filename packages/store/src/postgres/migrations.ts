@@ -265,6 +265,30 @@ export const POSTGRES_MIGRATIONS: readonly PgMigration[] = [
       END
       $fn$;`,
   },
+  {
+    version: 5,
+    name: "lock rollouts with their latest attempts in one call",
+    // Every general write transaction starts by locking its rollouts and reading their latest
+    // attempts: two round trips, because under READ COMMITTED a locking statement that waited for
+    // another transaction re-reads only the rows it locks, so an attempt joined to them could predate
+    // that transaction (and writing it back would undo it). In a function the read is a statement of
+    // its own, with a snapshot taken once the locks are held: the same guarantee in one round trip.
+    sql: `CREATE FUNCTION agl_lock_rollouts(p_ids text[])
+      RETURNS TABLE (rollout_id text, input jsonb, input_absent bool, start_time float8, end_time float8,
+        mode text, resources_id text, status text, config jsonb, metadata jsonb, queue_seq bigint,
+        deadline float8, attempt_count int, latest json)
+      LANGUAGE plpgsql AS $fn$
+      #variable_conflict use_column
+      BEGIN
+        PERFORM 1 FROM rollouts r WHERE r.rollout_id = ANY(p_ids) ORDER BY r.rollout_id FOR UPDATE;
+        RETURN QUERY
+        SELECT r.rollout_id, r.input, r.input IS NULL, r.start_time, r.end_time, r.mode, r.resources_id, r.status,
+          r.config, r.metadata, r.queue_seq, r.deadline, r.attempt_count,
+          (SELECT row_to_json(a) FROM attempts a WHERE a.rollout_id = r.rollout_id AND a.sequence_id = r.attempt_count)
+        FROM rollouts r WHERE r.rollout_id = ANY(p_ids) ORDER BY r.rollout_id;
+      END
+      $fn$;`,
+  },
 ];
 
 /** Apply the missing migrations in the client's current schema (search_path). */
