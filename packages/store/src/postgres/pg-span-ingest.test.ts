@@ -157,7 +157,7 @@ describe("PostgreSQL: agl_ingest_attempt_spans", () => {
       ),
       { numRuns: 40 },
     );
-  }, 240_000);
+  });
 
   it("is what the store calls for spans of one attempt; other batches take agl_ingest_spans", async () => {
     const schema = pgdb.schema();
