@@ -29,6 +29,8 @@ const cluster = await startPostgresCluster({
     "shared_preload_libraries=pg_stat_statements",
     "pg_stat_statements.track_utility=on",
     "pg_stat_statements.track_planning=on",
+    // The statements inside agl_ingest_spans too, not only its call.
+    "pg_stat_statements.track=all",
   ],
 });
 const admin = new pg.Client({ connectionString: cluster.url });

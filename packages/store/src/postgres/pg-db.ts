@@ -46,7 +46,7 @@ export interface PgRolloutRow {
   queue_seq: string | null;
   deadline: number | null;
   attempt_count: number;
-  /** The latest attempt (row_to_json with ROLLOUT_WITH_LATEST, or set by readLatestAttempts). */
+  /** The latest attempt (row_to_json, with ROLLOUT_WITH_LATEST or agl_lock_rollouts). */
   latest?: Attempt | null;
 }
 
@@ -79,17 +79,21 @@ export async function lockRollouts(c: Queryable, ids: readonly string[]): Promis
   return out;
 }
 
-/** lockRollouts without the check: the ones that exist (a batch checks each of its calls itself). */
+/**
+ * lockRollouts without the check: the ones that exist (a batch checks each of its calls itself). One
+ * call of migration 5's agl_lock_rollouts: the locks (in id order, so concurrent transactions never
+ * deadlock on them), then the rows with their latest attempts read by a statement whose snapshot is
+ * taken once the locks are held (see the migration), in one round trip.
+ */
 export async function lockExistingRollouts(
   c: Queryable,
   ids: readonly string[],
 ): Promise<Map<string, PgLoaded>> {
   const { rows } = await c.query<PgRolloutRow>({
     name: "agl_lock_rollouts",
-    text: `SELECT ${ROLLOUT_COLS} FROM rollouts r WHERE r.rollout_id = ANY($1::text[]) ORDER BY r.rollout_id FOR UPDATE OF r`,
+    text: "SELECT * FROM agl_lock_rollouts($1::text[])",
     values: [[...new Set(ids)]],
   });
-  await readLatestAttempts(c, rows);
   const out = new Map<string, PgLoaded>();
   for (const row of rows) out.set(row.rollout_id, loadedFrom(row));
   return out;
@@ -99,7 +103,7 @@ export const rolloutNotFound = (id: string): NotFoundError =>
   new NotFoundError("rollout", id, `Rollout ${id} not found`);
 
 /**
- * Set `latest` of locked rollout rows, in a statement of its own. Under READ COMMITTED a locking
+ * Set `latest` of locked rollout rows (the watchdog's pass), in a statement of its own. Under READ COMMITTED a locking
  * statement that waited for another transaction re-reads only the rows it locks: an attempt joined to
  * them would be the version from before that transaction, and writing it back would undo its change
  * (a succeeded attempt back to running, or a second success let through). This statement's snapshot

@@ -1,12 +1,15 @@
 /**
- * Span batches in one round trip: the migration's `agl_ingest_spans` locks the rollouts, checks the
+ * Span batches in one round trip: a function of the migrations locks the rollouts, checks the
  * targets, hands out the missing sequence ids, inserts the spans and records their activity
  * (heartbeat; a first span moves a preparing attempt and its rollout to running; the watchdog
- * deadline), all in one call that PostgreSQL commits before it answers. Batches it does not cover
- * (see the migration) get `null` here, and the store runs its general transaction (ingestSpanBatch).
+ * deadline), all in one call that PostgreSQL commits before it answers: `agl_ingest_attempt_spans`
+ * for spans of one attempt (an OTLP export, one add_span), `agl_ingest_spans` for any other batch.
+ * Batches they do not cover (see the migrations) get `null` here, and the store runs its general
+ * transaction (ingestSpanBatch).
  */
 import type { Span } from "@agl/core";
 import type { Settled } from "../shared/group-commit.js";
+import { toJsonRequired } from "../shared/schemas.js";
 import type { SpanJob } from "./pg-batches.js";
 import type { Queryable } from "./pg-db.js";
 import { spanColumns, spanKey } from "./pg-spans.js";
@@ -47,18 +50,7 @@ export async function ingestSpansAtOnce(
   const unique = firstOfEachSpan(jobs);
   const all = unique.flat();
   if (all.length === 0) return null;
-  const spans = all.map((e) => e.span);
-  const { rows } = await c.query<{
-    o_rid: string | null;
-    o_aid: string;
-    o_sid: string;
-    o_seq: number;
-    o_deadline: number | null;
-  }>({
-    name: "agl_ingest_spans",
-    text: "SELECT * FROM agl_ingest_spans($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-    values: [...spanColumns(spans), all.map((e) => e.assign), now],
-  });
+  const rows = oneAttempt(all) ? await callForOneAttempt(c, all, now) : await callForMany(c, all, now);
   if (rows.length === 1 && rows[0]!.o_rid === null) return null;
   const stored = new Map(
     rows.map((r) => [spanKey({ rollout_id: r.o_rid!, attempt_id: r.o_aid, span_id: r.o_sid }), r.o_seq]),
@@ -76,4 +68,62 @@ export async function ingestSpansAtOnce(
     }),
   );
   return { results, deadlines: [...deadlines.values()] };
+}
+
+interface IngestRow {
+  o_rid: string | null;
+  o_aid: string;
+  o_sid: string;
+  o_seq: number;
+  o_deadline: number | null;
+}
+
+type Entry = { span: Span; assign: boolean };
+
+/** Spans of one attempt, all with or all without their sequence ids: agl_ingest_attempt_spans's case. */
+function oneAttempt(all: readonly Entry[]): boolean {
+  const { rollout_id, attempt_id } = all[0]!.span;
+  const assign = all[0]!.assign;
+  return all.every(
+    (e) => e.span.rollout_id === rollout_id && e.span.attempt_id === attempt_id && e.assign === assign,
+  );
+}
+
+/** Migration 4's function: the attempt as scalars, the spans' JSON as one array (no array literal to escape). */
+export async function callForOneAttempt(
+  c: Queryable,
+  all: readonly Entry[],
+  now: number,
+): Promise<IngestRow[]> {
+  const spans = all.map((e) => e.span);
+  const first = spans[0]!;
+  const { rows } = await c.query<IngestRow>({
+    name: "agl_ingest_attempt_spans",
+    text: "SELECT * FROM agl_ingest_attempt_spans($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+    values: [
+      first.rollout_id,
+      first.attempt_id,
+      all[0]!.assign,
+      spans.map((s) => s.sequence_id),
+      spans.map((s) => s.trace_id),
+      spans.map((s) => s.span_id),
+      spans.map((s) => s.parent_id),
+      spans.map((s) => s.name),
+      spans.map((s) => s.start_time),
+      spans.map((s) => s.end_time),
+      `[${spans.map((s) => toJsonRequired(s, "span")).join(",")}]`,
+      now,
+    ],
+  });
+  return rows;
+}
+
+/** Migration 3's function: any batch, as column arrays. */
+export async function callForMany(c: Queryable, all: readonly Entry[], now: number): Promise<IngestRow[]> {
+  const { rows } = await c.query<IngestRow>({
+    name: "agl_ingest_spans",
+    text: "SELECT * FROM agl_ingest_spans($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+    values: [...spanColumns(all.map((e) => e.span)), all.map((e) => e.assign), now],
+  });
+  return rows;
 }
