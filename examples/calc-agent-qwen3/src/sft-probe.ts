@@ -6,10 +6,14 @@
  *
  *   pnpm exec tsx examples/calc-agent-qwen3/src/sft-probe.ts --steps 120 --every 20 --lr 0.01 --batch 16 \
  *     [--hidden 128 --mlp 384 --heads 4 --kv-heads 2 --head-dim 32] [--seed 1] [--workers 2] \
- *     [--micro 32] [--warmup 10] [--chain-share 0.25] [--short-steps N]
+ *     [--micro 32] [--warmup 10] [--chain-share 0.25] [--short-steps N] [--full-share 0.25 --full-share-end 0.5]
  *
  * `--short-steps N` trains the first N steps on the demonstrations rendered without the tool preamble
  * (rows of ~100 tokens instead of ~250); copy accuracy is printed on both renderings.
+ * `--full-share S` mixes full rows into those N steps (a mixed curriculum: the copying can form on the cheap
+ * short rows while being used in the served context from step 0); the share moves linearly to
+ * `--full-share-end` over the N steps. Use `--micro 8` so the length-balanced micro-batches keep the short
+ * rows apart from the full ones (one micro-batch pads every row to the longest).
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -49,6 +53,9 @@ const { values: a } = parseArgs({
     "chain-share": { type: "string", default: String(MAIN_JOB.sft.chainShare) },
     /** The first N steps train on the demonstrations rendered without the tool preamble (short rows). */
     "short-steps": { type: "string", default: "0" },
+    /** Share of full rows mixed into the short-row steps, at their start and at their end (linear). */
+    "full-share": { type: "string", default: "0" },
+    "full-share-end": { type: "string" },
   },
 });
 const n = (k: keyof typeof a) => Number(a[k]);
@@ -77,6 +84,19 @@ try {
   const shortDemos = demos.map((d) => ({ ...d, tools: null }));
   const valDemos = demonstrations(splits.val, chainShare, seed + 1) as unknown as SftExample[];
   const val = splits.val.slice(0, MAIN_JOB.sft.valLossExamples);
+  const shareStart = n("full-share");
+  const shareEnd = a["full-share-end"] === undefined ? shareStart : Number(a["full-share-end"]);
+  const fullShareAt = (step: number) =>
+    shareStart + ((shareEnd - shareStart) * step) / Math.max(1, n("short-steps") - every);
+  // All short rows plus enough full rows (a rotating window of the demonstrations, so successive chunks see
+  // different ones) for the share `s` in expectation per batch.
+  const mixedDemos = (s: number, step: number): SftExample[] => {
+    if (s <= 0) return shortDemos;
+    const count = Math.min(demos.length, Math.round((s / (1 - s)) * shortDemos.length));
+    const from = (step * batch) % demos.length;
+    const full = [...demos.slice(from), ...demos.slice(0, from)].slice(0, count);
+    return [...shortDemos, ...full];
+  };
   console.log(`[sft-probe] ${policy.model.parameterCount.toLocaleString()} parameters; ${JSON.stringify(a)}`);
   const workers = n("workers") > 0 ? await startPolicyWorkers(policy, { workers: n("workers") }) : undefined;
   let optimizer: Awaited<ReturnType<typeof sft>>["optimizer"] | undefined;
@@ -86,7 +106,8 @@ try {
   try {
     for (let step = 0; step < n("steps"); step += every) {
       const short = step < n("short-steps");
-      const res = await sft(policy.model, short ? shortDemos : demos, {
+      const share = short ? fullShareAt(step) : 1;
+      const res = await sft(policy.model, short ? mixedDemos(share, step) : demos, {
         template,
         steps: every,
         batchSize: batch,
@@ -106,7 +127,7 @@ try {
       const copyShort = copyAccuracy(policy.model, template, val, 16, false);
       const cpu = process.cpuUsage(cpu0);
       console.log(
-        `[sft-probe] step ${step + every}${short ? " (short rows)" : ""}: loss ${res.losses.at(-1)!.toFixed(3)}, validation loss ${valLoss.toFixed(3)}, full rows ${describeCopy(copy)}; short rows ${describeCopy(copyShort)}; ${tokens.toLocaleString()} tokens, ${((performance.now() - t0) / 1000).toFixed(0)} s, process CPU ${((cpu.user + cpu.system) / 1e6).toFixed(0)} s`,
+        `[sft-probe] step ${step + every}${short ? ` (short rows${share > 0 ? `, ${(share * 100).toFixed(0)}% full` : ""})` : ""}: loss ${res.losses.at(-1)!.toFixed(3)}, validation loss ${valLoss.toFixed(3)}, full rows ${describeCopy(copy)}; short rows ${describeCopy(copyShort)}; ${tokens.toLocaleString()} tokens, ${((performance.now() - t0) / 1000).toFixed(0)} s, process CPU ${((cpu.user + cpu.system) / 1e6).toFixed(0)} s`,
       );
     }
   } finally {
