@@ -53,6 +53,7 @@ export class Generator implements GenerationEngine {
   private _version = 0;
   private _steps = 0;
   private nextGroup = 1;
+  private handOffs: Array<{ take: (req: GenerateRequest) => boolean; to: (seqs: Seq[]) => void }> = [];
 
   constructor(model: CausalLM, tokenizer: TextTokenizer, options: GeneratorOptions = {}) {
     this.model = model;
@@ -196,6 +197,53 @@ export class Generator implements GenerationEngine {
     return this._version;
   }
 
+  /**
+   * Partial rollouts: at the next step boundary (now when idle), take the running and queued sequences
+   * `take` selects out of this generator, dropping their keys/values, and pass them to `to` — which hands
+   * them to another generator's `adopt` to continue on its weights. Deferred because a caller may run
+   * inside a step (a token callback), where the batch must not change.
+   */
+  handOff(take: (req: GenerateRequest) => boolean, to: (seqs: Seq[]) => void): void {
+    this.handOffs.push({ take, to });
+    if (!this.running) this.runHandOffs();
+  }
+
+  /**
+   * Continue sequences another generator handed off: each is prefilled again on these weights (prompt +
+   * the tokens generated so far) and decodes on from there with its own sampler state; a group stays whole.
+   */
+  adopt(seqs: readonly Seq[]): void {
+    const groups = new Map<number, number>();
+    for (const s of seqs) {
+      if (!groups.has(s.group)) groups.set(s.group, this.nextGroup++);
+      s.group = groups.get(s.group) as number;
+    }
+    // They started before anything queued here: they go first.
+    this.queue.unshift(...seqs);
+    this.kick();
+  }
+
+  private runHandOffs(): void {
+    const pending = this.handOffs;
+    this.handOffs = [];
+    for (const { take, to } of pending) {
+      const keep: number[] = [];
+      const taken: Seq[] = [];
+      this.active.forEach((s, i) => {
+        if (take(s.req)) taken.push(s);
+        else keep.push(i);
+      });
+      if (taken.length > 0) {
+        this.cache.keepRows(keep);
+        this.active = keep.map((i) => this.active[i] as Seq);
+      }
+      taken.push(...this.queue.filter((s) => take(s.req)));
+      this.queue = this.queue.filter((s) => !take(s.req));
+      to(taken);
+    }
+    this.notifyDrained();
+  }
+
   private kick(): void {
     if (this.running) return;
     if (this.active.length === 0 && (this.paused || this.queue.length === 0)) return;
@@ -206,6 +254,7 @@ export class Generator implements GenerationEngine {
   private async loop(): Promise<void> {
     try {
       while (this.active.length > 0 || (!this.paused && this.queue.length > 0)) {
+        this.runHandOffs();
         this.admit();
         if (this.active.length > 0) this.step();
         this.notifyDrained();
@@ -219,6 +268,7 @@ export class Generator implements GenerationEngine {
       this.cache.reset();
     } finally {
       this.running = false;
+      this.runHandOffs();
       this.notifyDrained();
     }
     if (this.active.length > 0 || (!this.paused && this.queue.length > 0)) this.kick();
@@ -255,7 +305,10 @@ export class Generator implements GenerationEngine {
     const groups = byAdapter(admitted).flatMap(({ adapter, seqs: part }) =>
       prefillPrompts(
         this.model,
-        part.map((s) => s.req.promptIds),
+        // A sequence handed over from older weights (`adopt`) is prefilled with what it generated so far.
+        part.map((s) =>
+          s.tokens.length ? [...s.req.promptIds, ...s.tokens.map((t) => t.id)] : s.req.promptIds,
+        ),
         this.prefixCache,
         adapter,
       ).map((g) => ({ ...g, seqs: g.members.map((i) => part[i] as Seq) })),
