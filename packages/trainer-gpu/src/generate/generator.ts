@@ -4,13 +4,20 @@ import type { CausalLM } from "../model/causal-lm.js";
 import { IncrementalDecoder, type TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { BatchCache } from "./batch-cache.js";
 import type { GenerationEngine } from "./engine.js";
-import { prefillPrompts } from "./prefill-groups.js";
+import { type PrefilledGroup, prefillPrompts } from "./prefill-groups.js";
 import { PrefixCache, type PrefixCacheOptions, type PrefixCacheStats, weightsStamp } from "./prefix-cache.js";
 import { allowedNextIds, sampleAllowed } from "./prefix-choices.js";
 import type { GeneratedToken, GenerateRequest, GenerateResult } from "./request.js";
 import { createRng, sampleToken, topLogprobs } from "./sampling.js";
 import { modelSamplingDefaults, type SamplingDefaults } from "./sampling-defaults.js";
-import { adapterRows, byAdapter, findStop, type Seq } from "./sequence.js";
+import {
+  adapterRows,
+  appendToken,
+  byAdapter,
+  partitionForHandOff,
+  prefillIds,
+  type Seq,
+} from "./sequence.js";
 
 /**
  * The generation engine: a dynamic-batching scheduler over one KV cache.
@@ -19,6 +26,11 @@ import { adapterRows, byAdapter, findStop, type Seq } from "./sequence.js";
  * arrives mid-flight is prefilled (reusing cached prompt prefixes, see prefix-cache.ts) and joins as a new
  * row. Sampling runs per sequence with its own seeded RNG, so a request gets the same tokens whether it
  * runs alone or joins a busy batch.
+ *
+ * Every request handed over settles, with a result or an error: a failed prefill fails the requests being
+ * admitted with it (per adapter) and nothing else, a failed decode step fails the running batch, and queued
+ * requests are admitted after either. (A request left unsettled hangs its client, or lets a process with
+ * nothing else pending exit mid-run.)
  */
 
 export interface GeneratorOptions {
@@ -45,6 +57,8 @@ export class Generator implements GenerationEngine {
   private readonly eosIds: ReadonlySet<number>;
   private queue: Seq[] = [];
   private active: Seq[] = [];
+  /** Taken off the queue by `admit` and not yet running or finished: a failure must settle these too. */
+  private admitting: Seq[] = [];
   private readonly cache = new BatchCache();
   private readonly prefixCache: PrefixCache | null;
   private running = false;
@@ -227,18 +241,12 @@ export class Generator implements GenerationEngine {
     const pending = this.handOffs;
     this.handOffs = [];
     for (const { take, to } of pending) {
-      const keep: number[] = [];
-      const taken: Seq[] = [];
-      this.active.forEach((s, i) => {
-        if (take(s.req)) taken.push(s);
-        else keep.push(i);
-      });
-      if (taken.length > 0) {
-        this.cache.keepRows(keep);
-        this.active = keep.map((i) => this.active[i] as Seq);
+      const { keepActive, taken, queue } = partitionForHandOff(this.active, this.queue, take);
+      if (keepActive.length < this.active.length) {
+        this.cache.keepRows(keepActive);
+        this.active = keepActive.map((i) => this.active[i] as Seq);
       }
-      taken.push(...this.queue.filter((s) => take(s.req)));
-      this.queue = this.queue.filter((s) => !take(s.req));
+      this.queue = queue;
       to(taken);
     }
     this.notifyDrained();
@@ -254,24 +262,34 @@ export class Generator implements GenerationEngine {
   private async loop(): Promise<void> {
     try {
       while (this.active.length > 0 || (!this.paused && this.queue.length > 0)) {
-        this.runHandOffs();
-        this.admit();
-        if (this.active.length > 0) this.step();
+        try {
+          this.runHandOffs();
+          this.admit();
+          if (this.active.length > 0) this.step();
+        } catch (error) {
+          this.failRunning(error);
+        }
         this.notifyDrained();
         // Let HTTP handlers enqueue new requests between steps.
         await new Promise<void>((r) => setImmediate(r));
       }
-    } catch (error) {
-      for (const s of [...this.active, ...this.queue]) s.reject(error);
-      this.active = [];
-      this.queue = [];
-      this.cache.reset();
     } finally {
       this.running = false;
       this.runHandOffs();
       this.notifyDrained();
     }
     if (this.active.length > 0 || (!this.paused && this.queue.length > 0)) this.kick();
+  }
+
+  /**
+   * A decode step (or a callback inside it) failed: the batch cache is in an unknown state, so every
+   * running sequence fails with the error. Queued requests are not part of it and are admitted next.
+   */
+  private failRunning(error: unknown): void {
+    for (const s of [...this.active, ...this.admitting]) s.reject(error);
+    this.active = [];
+    this.admitting = [];
+    this.cache.reset();
   }
 
   private notifyDrained(): void {
@@ -286,7 +304,7 @@ export class Generator implements GenerationEngine {
    * (`prefillPrompts`: equal-length prompts together, cached prefixes reused).
    */
   private admit(): void {
-    const admitted: Seq[] = [];
+    const admitted: Seq[] = (this.admitting = []);
     let lastGroup = -1;
     while (this.queue.length > 0) {
       const sameGroup = (this.queue[0] as Seq).group === lastGroup;
@@ -300,42 +318,63 @@ export class Generator implements GenerationEngine {
     if (admitted.length === 0) return;
     // Weights changed under the cache (an optimizer step, a worker's broadcast): its keys/values are stale.
     this.prefixCache?.validate(weightsStamp());
-    const V = this.model.config.vocabSize;
     // Rows of different adapters never share prefill work or cached keys/values: one call per adapter.
-    const groups = byAdapter(admitted).flatMap(({ adapter, seqs: part }) =>
-      prefillPrompts(
-        this.model,
-        // A sequence handed over from older weights (`adopt`) is prefilled with what it generated so far.
-        part.map((s) =>
-          s.tokens.length ? [...s.req.promptIds, ...s.tokens.map((t) => t.id)] : s.req.promptIds,
-        ),
-        this.prefixCache,
-        adapter,
-      ).map((g) => ({ ...g, seqs: g.members.map((i) => part[i] as Seq) })),
-    );
-    for (const { seqs, logits, cache, length } of groups) {
+    for (const { adapter, seqs: part } of byAdapter(admitted)) {
+      let groups: PrefilledGroup[];
+      try {
+        groups = prefillPrompts(this.model, part.map(prefillIds), this.prefixCache, adapter);
+      } catch (error) {
+        // Only these requests fail: the batch cache is untouched and the running rows go on.
+        for (const s of part) s.reject(error);
+        continue;
+      }
+      for (const [k, g] of groups.entries()) {
+        try {
+          this.join(
+            g.members.map((i) => part[i] as Seq),
+            g,
+          );
+        } catch (error) {
+          for (const rest of groups.slice(k + 1)) for (const c of rest.cache) tf.dispose([c.k, c.v]);
+          throw error;
+        }
+      }
+    }
+    this.admitting = [];
+  }
+
+  /**
+   * Sample the first token of freshly prefilled sequences and add the unfinished ones to the batch (the
+   * group's cache moves to the batch cache or is disposed).
+   */
+  private join(seqs: Seq[], { logits, cache, length }: PrefilledGroup): void {
+    const V = this.model.config.vocabSize;
+    try {
       seqs.forEach((seq, i) => {
         this.accept(seq, logits.subarray(i * V, (i + 1) * V));
       });
-      const keep = seqs.flatMap((s, i) => (s.finish ? [] : [i]));
-      for (const s of seqs) if (s.finish) this.complete(s);
-      if (keep.length === 0) {
-        for (const c of cache) tf.dispose([c.k, c.v]);
-        continue;
-      }
-      let rows = cache;
-      if (keep.length < seqs.length) {
-        const idx = tf.tensor1d(keep, "int32");
-        rows = cache.map((c) => ({
-          k: tf.gather(c.k, idx, 0) as tf.Tensor4D,
-          v: tf.gather(c.v, idx, 0) as tf.Tensor4D,
-        }));
-        idx.dispose();
-        for (const c of cache) tf.dispose([c.k, c.v]);
-      }
-      this.cache.addRows(rows, length);
-      for (const i of keep) this.active.push(seqs[i] as Seq);
+    } catch (error) {
+      for (const c of cache) tf.dispose([c.k, c.v]);
+      throw error;
     }
+    const keep = seqs.flatMap((s, i) => (s.finish ? [] : [i]));
+    for (const s of seqs) if (s.finish) this.complete(s);
+    if (keep.length === 0) {
+      for (const c of cache) tf.dispose([c.k, c.v]);
+      return;
+    }
+    let rows = cache;
+    if (keep.length < seqs.length) {
+      const idx = tf.tensor1d(keep, "int32");
+      rows = cache.map((c) => ({
+        k: tf.gather(c.k, idx, 0) as tf.Tensor4D,
+        v: tf.gather(c.v, idx, 0) as tf.Tensor4D,
+      }));
+      idx.dispose();
+      for (const c of cache) tf.dispose([c.k, c.v]);
+    }
+    this.cache.addRows(rows, length);
+    for (const i of keep) this.active.push(seqs[i] as Seq);
   }
 
   private step(): void {
@@ -371,35 +410,7 @@ export class Generator implements GenerationEngine {
       ? sampleAllowed(logits, allowed, params, seq.rng)
       : sampleToken(logits, params, seq.rng);
     if (r.topLogprobs) token.topLogprobs = topLogprobs(logits, r.topLogprobs);
-    seq.tokens.push(token);
-    seq.lastToken = token.id;
-    seq.pos++;
-    const before = seq.text.length;
-    seq.text += seq.decoder.push(token.id);
-    let release = seq.text.length;
-    const hit = findStop(seq.text, seq.stop, before);
-    if (hit >= 0) {
-      seq.text = seq.text.slice(0, hit);
-      seq.finish = "stop";
-      seq.stoppedByString = true;
-      release = seq.text.length;
-    } else if (this.eosIds.has(token.id) && !r.ignoreEos) {
-      seq.finish = "stop";
-    } else if (seq.tokens.length >= seq.maxTokens || seq.pos >= this.model.config.contextLength) {
-      seq.finish = "length";
-    } else if (seq.stop.length > 0) {
-      // Hold back a suffix that could still grow into a stop string.
-      for (const s of seq.stop) {
-        for (let k = Math.min(s.length - 1, seq.text.length); k > 0; k--) {
-          if (seq.text.endsWith(s.slice(0, k))) {
-            release = Math.min(release, seq.text.length - k);
-            break;
-          }
-        }
-      }
-    }
-    const textDelta = seq.text.slice(seq.emitted, Math.max(seq.emitted, release));
-    seq.emitted = Math.max(seq.emitted, release);
+    const textDelta = appendToken(seq, token, this.eosIds, this.model.config.contextLength);
     r.onToken?.({ token, textDelta, modelVersion: this._version });
   }
 

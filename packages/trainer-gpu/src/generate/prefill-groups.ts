@@ -45,29 +45,43 @@ export function prefillPrompts(
     else groups.set(key, { members: [i], match });
   });
   const out: PrefilledGroup[] = [];
-  for (const { members, match } of groups.values()) {
-    // Distinct prompts of the group, and which of them each member is.
-    const distinct = new Map<string, number>();
-    const unique: Array<readonly number[]> = [];
-    const source = members.map((i) => {
-      const p = prompts[i] as readonly number[];
-      const key = p.join(",");
-      let k = distinct.get(key);
-      if (k === undefined) {
-        k = unique.length;
-        distinct.set(key, k);
-        unique.push(p);
-      }
-      return k;
-    });
-    const result = prefillDistinct(model, unique, match && cache ? cache.take(match) : null, adapter);
-    if (cache) for (const [r, p] of unique.entries()) cache.insert(p, result.cache, r, scope);
-    out.push({
-      members,
-      ...expandRows(result, source, model.config.vocabSize),
-      length: unique[0]?.length ?? 0,
-    });
+  // Each distinct prompt, and the group and row of `out` holding its keys/values.
+  const toCache: Array<{ prompt: readonly number[]; group: number; row: number }> = [];
+  try {
+    for (const { members, match } of groups.values()) {
+      // Distinct prompts of the group, and which of them each member is.
+      const distinct = new Map<string, number>();
+      const unique: Array<readonly number[]> = [];
+      const source = members.map((i) => {
+        const p = prompts[i] as readonly number[];
+        const key = p.join(",");
+        let k = distinct.get(key);
+        if (k === undefined) {
+          k = unique.length;
+          distinct.set(key, k);
+          unique.push(p);
+        }
+        return k;
+      });
+      const result = prefillDistinct(model, unique, match && cache ? cache.take(match) : null, adapter);
+      for (const [r, prompt] of unique.entries())
+        toCache.push({ prompt, group: out.length, row: source.indexOf(r) });
+      out.push({
+        members,
+        ...expandRows(result, source, model.config.vocabSize),
+        length: unique[0]?.length ?? 0,
+      });
+    }
+  } catch (error) {
+    // The caller gets nothing, so nothing it would own may stay allocated.
+    for (const g of out) for (const c of g.cache) tf.dispose([c.k, c.v]);
+    throw error;
   }
+  // Cached only after every group ran: an insert replaces the entries it extends (and may evict the least
+  // recently used one), and a later group's match can point at exactly such an entry.
+  if (cache)
+    for (const { prompt, group, row } of toCache)
+      cache.insert(prompt, (out[group] as PrefilledGroup).cache, row, scope);
   return out;
 }
 

@@ -39,6 +39,49 @@ export function adapterRows(seqs: readonly Seq[]): Array<string | null | undefin
   return seqs.some((s) => s.req.adapter !== undefined) ? seqs.map((s) => s.req.adapter) : undefined;
 }
 
+/**
+ * Append the sampled `token` to `seq` and decide whether it finished (a stop string, an eos id, its token
+ * budget or the context); returns the text that became final (a suffix that could still grow into a stop
+ * string is held back).
+ */
+export function appendToken(
+  seq: Seq,
+  token: GeneratedToken,
+  eosIds: ReadonlySet<number>,
+  contextLength: number,
+): string {
+  seq.tokens.push(token);
+  seq.lastToken = token.id;
+  seq.pos++;
+  const before = seq.text.length;
+  seq.text += seq.decoder.push(token.id);
+  let release = seq.text.length;
+  const hit = findStop(seq.text, seq.stop, before);
+  if (hit >= 0) {
+    seq.text = seq.text.slice(0, hit);
+    seq.finish = "stop";
+    seq.stoppedByString = true;
+    release = seq.text.length;
+  } else if (eosIds.has(token.id) && !seq.req.ignoreEos) {
+    seq.finish = "stop";
+  } else if (seq.tokens.length >= seq.maxTokens || seq.pos >= contextLength) {
+    seq.finish = "length";
+  } else if (seq.stop.length > 0) {
+    // Hold back a suffix that could still grow into a stop string.
+    for (const s of seq.stop) {
+      for (let k = Math.min(s.length - 1, seq.text.length); k > 0; k--) {
+        if (seq.text.endsWith(s.slice(0, k))) {
+          release = Math.min(release, seq.text.length - k);
+          break;
+        }
+      }
+    }
+  }
+  const textDelta = seq.text.slice(seq.emitted, Math.max(seq.emitted, release));
+  seq.emitted = Math.max(seq.emitted, release);
+  return textDelta;
+}
+
 /** Earliest position of a stop string that ends in the text added after `before` (-1 when none). */
 export function findStop(text: string, stops: readonly string[], before: number): number {
   let best = -1;
@@ -47,4 +90,25 @@ export function findStop(text: string, stops: readonly string[], before: number)
     if (at >= 0 && (best < 0 || at < best)) best = at;
   }
   return best;
+}
+
+/** What to prefill for `seq`: its prompt, and what it generated so far when handed over from older weights. */
+export function prefillIds(seq: Seq): readonly number[] {
+  return seq.tokens.length ? [...seq.req.promptIds, ...seq.tokens.map((t) => t.id)] : seq.req.promptIds;
+}
+
+/** Split running (`active`) and queued sequences into those `take` selects and the rows that stay. */
+export function partitionForHandOff(
+  active: readonly Seq[],
+  queue: readonly Seq[],
+  take: (req: GenerateRequest) => boolean,
+): { keepActive: number[]; taken: Seq[]; queue: Seq[] } {
+  const keepActive: number[] = [];
+  const taken: Seq[] = [];
+  active.forEach((s, i) => {
+    if (take(s.req)) taken.push(s);
+    else keepActive.push(i);
+  });
+  taken.push(...queue.filter((s) => take(s.req)));
+  return { keepActive, taken, queue: queue.filter((s) => !take(s.req)) };
 }

@@ -98,6 +98,51 @@ describe("PolicyServer with several adapters", () => {
     expect(server.generator.steps - before).toBeLessThan(4 * 7);
   });
 
+  it("a burst of mixed-adapter requests admitted at once, extending a cached prefix, all get answers", async () => {
+    const opening = "you are the writer. propose an answer: ";
+    const post = (name: string, prompt: string, seed: number) =>
+      fetch(`${server.baseUrl}/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: name, prompt, max_tokens: 4, temperature: 1, seed, logprobs: 1 }),
+      });
+    const names = ["base", "planner", "checker"];
+    // Each name's opening is cached; the burst's prompts (several lengths per name) extend it.
+    for (const r of await Promise.all(names.map((n, i) => post(n, `${opening}?`, i))))
+      expect(r.status).toBe(200);
+    const questions = ["12 + 7 = ?", "3 + 4 + 5 = ?", "100 + 23 + 4 = ?", "8 = ?"];
+    const burst = names.flatMap((n) => questions.map((q) => ({ n, prompt: opening + q })));
+    await server.pause();
+    const answers = burst.map(async ({ n, prompt }, i) => {
+      const res = await post(n, prompt, 100 + i);
+      const body = (await res.json()) as any;
+      expect([res.status, body.error?.message]).toEqual([200, undefined]);
+      return body.choices[0].logprobs.tokens.length;
+    });
+    while (server.generator.queuedCount < burst.length) await new Promise((r) => setTimeout(r, 5));
+    server.resume();
+    expect(await Promise.all(answers)).toEqual(burst.map(() => 4));
+  });
+
+  it("a client that disconnects from a running request frees its row", async () => {
+    const ctrl = new AbortController();
+    const res = fetch(`${server.baseUrl}/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "planner", prompt: PROMPT, max_tokens: 400, ignore_eos: true }),
+      signal: ctrl.signal,
+    }).catch((e: unknown) => e);
+    while (server.generator.activeCount === 0) await new Promise((r) => setTimeout(r, 2));
+    const steps = server.generator.steps;
+    ctrl.abort();
+    expect(await res).toBeInstanceOf(Error);
+    while (server.generator.activeCount > 0) await new Promise((r) => setTimeout(r, 2));
+    // 400 tokens were asked for; the row left long before.
+    expect(server.generator.steps - steps).toBeLessThan(300);
+    const after = await complete("checker");
+    expect(after.status).toBe(200);
+  });
+
   it("an unknown model name is vLLM's 404 naming the field", async () => {
     const r = await complete("executor");
     expect(r.status).toBe(404);
