@@ -1,11 +1,9 @@
 import { ProxySpansToTriplets } from "@agl/adapter";
-import { InMemoryLightningStore } from "@agl/core";
-import { LLMProxy } from "@agl/proxy";
-import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Generator } from "../generate/generator.js";
 import type { PolicyModel } from "../model/policy-model.js";
 import { oldestServedVersion } from "../ppo/async-loop.js";
+import { proxiedRollout } from "../test-support/proxied-rollout.js";
 import { tinySetup } from "../test-support/tiny.js";
 import { PolicyServer } from "./policy-server.js";
 import { VersionedEngine } from "./version-publication.js";
@@ -148,23 +146,8 @@ describe("partial rollouts over HTTP (inFlight: resume)", () => {
   });
 
   it("behind the LLM proxy: span, triplet and staleness accounting use the oldest version", async () => {
-    const store = new InMemoryLightningStore({ watchdog: false });
-    const proxy = new LLMProxy({
-      store,
-      backends: [{ url: server.baseUrl }],
-      model: "policy",
-      healthCheckIntervalMs: 0,
-      adminToken: "admin-token-for-tests",
-    });
-    const url = await proxy.start();
+    const { rolloutId, client, spans: spansOf, stop } = await proxiedRollout(server.baseUrl);
     try {
-      await proxy.resume({ modelVersion: 1000 });
-      const r = await store.startRollout({ input: { q: 1 } });
-      const client = new OpenAI({
-        baseURL: `${url}/rollout/${r.rollout_id}/attempt/${r.attempt.attempt_id}/v1`,
-        apiKey: "admin-token-for-tests",
-        maxRetries: 0,
-      });
       const { from } = await withPublicationMidway(() =>
         client.chat.completions.create({
           model: "policy",
@@ -174,8 +157,7 @@ describe("partial rollouts over HTTP (inFlight: resume)", () => {
           ignore_eos: true,
         } as never),
       );
-      await proxy.flush();
-      const spans = (await store.querySpans(r.rollout_id)).items;
+      const spans = await spansOf();
       expect(spans).toHaveLength(1);
       expect(spans[0]!.attributes["agl.proxy.model_version"]).toBe(from + 1);
       expect(spans[0]!.attributes["agl.proxy.model_version_start"]).toBe(from);
@@ -183,7 +165,7 @@ describe("partial rollouts over HTTP (inFlight: resume)", () => {
       expect(triplets).toHaveLength(1);
       expect(triplets[0]!.metadata).toMatchObject({ model_version: from + 1, model_version_start: from });
       const rollout = {
-        rolloutId: r.rollout_id,
+        rolloutId,
         uid: "u",
         sampleIndex: 0,
         repeat: 0,
@@ -193,7 +175,7 @@ describe("partial rollouts over HTTP (inFlight: resume)", () => {
       };
       expect(oldestServedVersion(rollout as never)).toBe(from);
     } finally {
-      await proxy.stop();
+      await stop();
     }
   });
 });
