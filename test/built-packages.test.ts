@@ -36,7 +36,7 @@ describe("built packages", () => {
   beforeAll(async () => {
     if (!coreIsBuilt()) await run("pnpm", ["run", "build"], { cwd: core, timeout: 180_000 });
     await run("pnpm", ["run", "build"], { cwd: example, timeout: 60_000 });
-  }, 240_000);
+  });
 
   it("the built example imports @agl/core from dist, not sources", () => {
     const bundle = readFileSync(join(example, "dist/main.js"), "utf8");

@@ -42,7 +42,7 @@ function logLines(child: Child): Array<{ msg: string; level: number; name: strin
 }
 
 // Each test starts node + tsx children: seconds each on a loaded machine; the timeout is only a safety net.
-describe("agl-store flags", { timeout: 120_000 }, () => {
+describe("agl-store flags", () => {
   it("a bare word --db is an error naming the flag, and no file is created", async () => {
     const dir = mkdtempSync(join(tmpdir(), "agl-db-"));
     for (const word of ["postgres", "mem"]) {
@@ -70,7 +70,7 @@ describe("agl-store flags", { timeout: 120_000 }, () => {
   });
 });
 
-describe("agl-store start-up lines", { timeout: 120_000 }, () => {
+describe("agl-store start-up lines", () => {
   it("names the opened store and file, and warns when open on a non-loopback address", async () => {
     const dir = mkdtempSync(join(tmpdir(), "agl-db-"));
     const file = join(dir, "agl.db");

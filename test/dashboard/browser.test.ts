@@ -14,7 +14,7 @@ import { mockEncode } from "@agl/core/mock-llm";
 import { createDashboardApp, startDashboardServer } from "@agl/dashboard";
 import { openStore, type StoreServer, startStoreServer } from "@agl/store";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startPythonStoreServer } from "../../packages/client/src/test-support/python-agl/index.js";
 import { buildDashboardAssets } from "../../packages/dashboard/src/build/build-assets.js";
 import { cspViolations, launchChromium, openPage, pageErrors, screenshot } from "./browser-support.js";
@@ -26,9 +26,6 @@ import {
   type SeedSummary,
   seedStore,
 } from "./seed.js";
-
-// A shared 2-core CI machine runs other test files beside this one: give each test room.
-vi.setConfig({ testTimeout: 90_000 });
 
 const TOKEN = "s3cret-dashboard-token";
 const QUEUED = 60;
@@ -92,7 +89,7 @@ beforeAll(async () => {
     }),
   });
   browser = await launchChromium();
-}, 120_000);
+});
 
 afterAll(async () => {
   for (const p of pages) {

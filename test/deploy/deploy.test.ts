@@ -138,7 +138,7 @@ describe("Kubernetes manifests", () => {
     const agent = worker.args[worker.args.indexOf("--agent") + 1];
     expect(agent.startsWith(`${worker.volumeMounts[0].mountPath}/`)).toBe(true);
     expect(dockerfile).toContain(worker.volumeMounts[0].mountPath);
-  }, 60_000);
+  });
 
   describe("probes answer on the real servers, without credentials", () => {
     let store: Awaited<ReturnType<typeof startStoreServer>>;

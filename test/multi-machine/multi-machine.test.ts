@@ -115,5 +115,5 @@ describe("training across machines (separate processes, PostgreSQL store)", () =
     const resources = await client.queryResources();
     expect(JSON.stringify(resources)).not.toContain(PROXY_SECRET);
     expect(JSON.stringify(resources)).toContain(`${publicUrl}/v1`);
-  }, 180_000);
+  });
 });

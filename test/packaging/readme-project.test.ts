@@ -134,7 +134,7 @@ describe('README "Use it in your project"', () => {
     expect(JSON.parse(result.stdout.trim())).toEqual({ succeeded: 1, meanReward: 1 });
     expect(result.stderr).toMatch(/agl dev: 1 rollouts, 1 succeeded/);
     expect(calls - before).toBe(1);
-  }, 120_000);
+  });
 
   it("the packed agl-worker runs agent.ts's export and nothing else", async () => {
     const store = new InMemoryLightningStore();
@@ -159,5 +159,5 @@ describe('README "Use it in your project"', () => {
       await server.close();
       await store.close();
     }
-  }, 120_000);
+  });
 });

@@ -76,7 +76,7 @@ describe("a Worker whose agent emits text no store can hold", () => {
       await store.close();
     });
     await runWorker(server.url, store);
-  }, 60_000);
+  });
 
   it("against the Python-protocol stand-in: the worker sends sanitised text, nothing refused", async () => {
     const python = await startPythonStoreServer();
@@ -87,5 +87,5 @@ describe("a Worker whose agent emits text no store can hold", () => {
       .slice(before)
       .filter((l) => l.status >= 400 && !(l.path.endsWith("/batch") && l.status === 405));
     expect(refused).toEqual([]);
-  }, 60_000);
+  });
 });

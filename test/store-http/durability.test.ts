@@ -82,5 +82,5 @@ describe("durability", () => {
       }
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 60_000);
+  });
 });

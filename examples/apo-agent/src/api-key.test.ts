@@ -78,4 +78,4 @@ it("--api-key: the endpoint gets the key, the store only its reference", async (
   for (const file of files) expect(readFileSync(file).indexOf(needle), file).toBe(-1);
   const text = readFileSync(db).toString("latin1");
   expect(text).toMatch(/"api_key_env":"APO_AGENT_API_KEY_[0-9A-F]{12}"/);
-}, 120_000);
+});

@@ -13,7 +13,7 @@ describe("copy accuracy (teacher-forced digits of two-call solutions)", () => {
     await selectBackend({ log: () => {} });
     dir = await mkdtemp(join(tmpdir(), "calc-copy-"));
     await writeInitialCheckpoint(dir, 2);
-  }, 120_000);
+  });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
   });

@@ -13,7 +13,7 @@ beforeAll(() => {
   full = asHfTokenizer(qwen3TokenizerFiles());
   trimmed = taskTokenizer();
   tok = asHfTokenizer(trimmed);
-}, 120_000);
+});
 
 const strings = (t: HfTokenizer, text: string) => t.encode(text).map((id) => t.idToTokenString(id));
 

@@ -33,7 +33,7 @@ beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "agl-two-role-"));
   ckpt = join(root, "init");
   await writeTwoRoleCheckpoint(ckpt, 3, MICRO);
-}, 60_000);
+});
 afterAll(() => rm(root, { recursive: true, force: true }));
 
 const snapshot = (vars: ReadonlyArray<{ dataSync(): ArrayLike<number> }>) =>
@@ -100,13 +100,13 @@ describe("two-role example wiring", () => {
     expect(result.history.at(-1)!.metrics["policy/writer/n_rollouts"]).toBe(8);
     expect(changed).toEqual({ writer: true, checker: false });
     expect(baseChanged).toBe(false);
-  }, 120_000);
+  });
 
   it("and the other way round: training only the checker moves only its adapter", async () => {
     const { changed, baseChanged } = await run("per-role", ["writer"]);
     expect(changed).toEqual({ writer: false, checker: true });
     expect(baseChanged).toBe(false);
-  }, 120_000);
+  });
 
   it("one shared adapter: both roles run on it under their own policy names, and it is trained", async () => {
     const { result, changed, baseChanged, seen } = await run("shared", []);
@@ -117,5 +117,5 @@ describe("two-role example wiring", () => {
     expect(m["policy/writer+checker/agent_mode/n_sample_to_train"]).toBeGreaterThanOrEqual(16);
     expect(changed).toEqual({ shared: true });
     expect(baseChanged).toBe(false);
-  }, 120_000);
+  });
 });

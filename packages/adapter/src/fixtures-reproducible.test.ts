@@ -84,7 +84,7 @@ describe("committed fixtures are reproducible from scripts/generate-fixtures.ts"
       child.on("close", done);
     });
     if (code !== 0) throw new Error(`generator failed (exit ${code}):\n${log}`);
-  }, 60_000);
+  });
 
   afterAll(() => {
     if (outDir) rmSync(outDir, { recursive: true, force: true });

@@ -163,5 +163,5 @@ describe("agl-apo CLI", () => {
     expect(none.stderr).toContain(`no SQLite store at ${missing}`);
     expect(existsSync(missing)).toBe(false);
     // Six CLI processes one after another (tsx start-up each): room on a loaded machine.
-  }, 240_000);
+  });
 });

@@ -11,7 +11,7 @@ const cli = fileURLToPath(new URL("./cli.ts", import.meta.url));
 let db: { url: string; drop: () => Promise<void> };
 beforeAll(async () => {
   db = await createTestDatabase();
-}, 60_000);
+});
 afterAll(async () => {
   await db?.drop();
 });
@@ -48,7 +48,7 @@ describe("secrets stay out of agl-proxy's output and health route", () => {
       child.kill("SIGKILL");
       await mock.close();
     }
-  }, 60_000);
+  });
 
   it("/health shows backend URLs to the admin only, and never their credentials", async () => {
     const mock = await startMockLLMServer();

@@ -107,4 +107,4 @@ it(`runs ${N} rollouts at once in one process without attributing any span to th
   }
   expect(seenSpanIds.size).toBe(4 * N);
   expect((await trainer.store.statistics()).total_spans).toBe(4 * N);
-}, 60_000);
+});

@@ -74,7 +74,7 @@ it("agl-relay-worker --version prints the package version; an unknown --log-leve
   ]);
   expect(bad.status).not.toBe(0);
   expect(bad.stderr).toMatch(/--log-level.*loud/);
-}, 180_000);
+});
 
 it("flags: --relay needs a worker token; backends become optional with it", () => {
   expect(() => proxyOptionsFromArgs({ relay: true, backend: [] }, {})).toThrow(/worker-token/);

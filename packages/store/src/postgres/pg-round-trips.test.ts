@@ -260,7 +260,7 @@ describe("PostgreSQL: sequence ids given by the span insert", () => {
     } finally {
       await pgStore.close();
     }
-  }, 120_000);
+  });
 });
 
 /** The same calls on a fresh in-memory store (its own rollouts), through reserve-then-store. */

@@ -117,7 +117,7 @@ describe("PostgreSQL: a span's activity", () => {
       await pg.close();
       await mem.close();
     }
-  }, 180_000);
+  });
 
   it("the first and later spans of a rollout's attempt are one statement each, committed on their own", async () => {
     const pg = await PostgresLightningStore.connect(pgdb.url(), {

@@ -6,7 +6,7 @@ import { PostgresLightningStore } from "./postgres-store.js";
 let db: { url: string; drop: () => Promise<void> };
 beforeAll(async () => {
   db = await createTestDatabase();
-}, 60_000);
+});
 afterAll(async () => {
   await db?.drop();
 });
@@ -46,7 +46,7 @@ describe("PostgreSQL waits: one LISTEN connection per process, no query per wait
       await waiting.close();
       await other.close();
     }
-  }, 60_000);
+  });
 
   it("when the LISTEN connection is killed, waiters fall back to polling and it reconnects", async () => {
     const schema = `w${process.pid}_b`;
@@ -71,5 +71,5 @@ describe("PostgreSQL waits: one LISTEN connection per process, no query per wait
       await waiting.close();
       await other.close();
     }
-  }, 60_000);
+  });
 });

@@ -11,7 +11,7 @@ import { PostgresLightningStore } from "./postgres-store.js";
 let db: { url: string; drop: () => Promise<void> };
 beforeAll(async () => {
   db = await createTestDatabase();
-}, 60_000);
+});
 afterAll(async () => {
   await db?.drop();
 });

@@ -7,7 +7,7 @@ let db: { url: string; drop: () => Promise<void> };
 let counter = 0;
 beforeAll(async () => {
   db = await createTestDatabase();
-}, 60_000);
+});
 afterAll(async () => {
   await db?.drop();
 });

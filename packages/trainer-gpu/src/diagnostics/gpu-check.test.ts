@@ -45,7 +45,7 @@ describe("gpu:check", () => {
     expect(code).toBe(GPU_CHECK_EXIT_CODES["no-gpu"]);
     expect(stdout).toMatch(/No GPU backend/);
     expect(stdout).toMatch(/gpu:check status: no-gpu/);
-  }, 60_000);
+  });
 
   it("compares forward logits and gradients of a tiny checkpoint between two backends", async () => {
     // The comparison path, with the CPU backend standing in for the GPU (both must agree with WASM).
@@ -55,5 +55,5 @@ describe("gpu:check", () => {
     expect(result.maxLogitDiff).toBeLessThan(1e-4);
     expect(result.maxGradRelDiff).toBeLessThan(1e-4);
     expect(result.millis?.target).toBeGreaterThan(0);
-  }, 60_000);
+  });
 });

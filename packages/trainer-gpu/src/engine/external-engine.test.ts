@@ -265,7 +265,7 @@ describe("PPO on an external engine", () => {
     } finally {
       await engine.close();
     }
-  }, 120_000);
+  });
 
   it("LoRA, max_staleness 1: versions published while calls run; the previous adapter stays until no call uses it", async () => {
     const engine = await startFakeVllm({ baseDir, tokenizer, template, servedModelName: "base" });
@@ -316,7 +316,7 @@ describe("PPO on an external engine", () => {
     } finally {
       await engine.close();
     }
-  }, 120_000);
+  });
 
   it("the adapter the engine loaded computes what the trainer's model computes", async () => {
     const engine = await startFakeVllm({ baseDir, tokenizer, template, servedModelName: "base" });
@@ -379,5 +379,5 @@ describe("PPO on an external engine", () => {
     } finally {
       await engine.close();
     }
-  }, 120_000);
+  });
 });

@@ -24,7 +24,7 @@ async function checkpointWith(
 
 const sampled = (r: GenerateResult) => r.tokens.map((t) => [t.id, t.samplingLogprob]);
 
-describe("generation_config.json sampling defaults", { timeout: 120_000 }, () => {
+describe("generation_config.json sampling defaults", () => {
   const dirs: string[] = [];
   const policies: PretrainedPolicy[] = [];
   let sampling: PretrainedPolicy;

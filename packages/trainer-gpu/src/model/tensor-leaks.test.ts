@@ -30,7 +30,7 @@ beforeAll(async () => {
     contextLength: 32,
     seed: 1,
   });
-}, 120_000);
+});
 afterAll(async () => {
   hf?.model.dispose();
   lora?.model.dispose();

@@ -60,7 +60,7 @@ let dir: string;
 beforeAll(async () => {
   await selectBackend({ backend: "wasm", log: () => {} });
   dir = await writeTinyPretrainedCheckpoint({ family: "qwen3", seed: 4, name: "tiny-qwen3-roles" });
-}, 60_000);
+});
 afterAll(() => rmSync(dirname(dir), { recursive: true, force: true }));
 
 describe("PPO with one LoRA adapter per role", () => {

@@ -40,7 +40,7 @@ let dir: string;
 beforeAll(async () => {
   await selectBackend({ backend: "wasm", log: () => {} });
   dir = await writeTinyPretrainedCheckpoint({ family: "qwen3", seed: 4, name: "tiny-qwen3-rl" });
-}, 60_000);
+});
 afterAll(() => rmSync(dirname(dir), { recursive: true, force: true }));
 
 describe("PPO on a loaded checkpoint with LoRA", () => {
@@ -85,5 +85,5 @@ describe("PPO on a loaded checkpoint with LoRA", () => {
     expect(existsSync(join(out, "global_step_8", "actor", "adapter_config.json"))).toBe(true);
     expect(policy.model.trainableVariables.every((v) => /lora_[AB]/.test(v.name))).toBe(true);
     policy.model.dispose();
-  }, 240_000);
+  });
 });

@@ -81,7 +81,7 @@ describe("PPO with a PolicyServer as external engine (weights over HTTP)", () =>
     expect(versions).toEqual([1, 2, 3]);
     expect(remote.result.stepsCompleted).toBe(3);
     expect(weightsDigest(remote.result.checkpointDir!)).toBe(weightsDigest(local.result.checkpointDir!));
-  }, 180_000);
+  });
 
   it("max_staleness 1: versions switch without a stop; each call records the engine version that served it", async () => {
     const versions: number[] = [];
@@ -118,5 +118,5 @@ describe("PPO with a PolicyServer as external engine (weights over HTTP)", () =>
     }
     expect([...served].every((v) => typeof v === "number" && v >= 0 && v < steps)).toBe(true);
     expect(served.size).toBeGreaterThan(1);
-  }, 180_000);
+  });
 });

@@ -88,7 +88,7 @@ describe("log-probs computed on the device", () => {
       } finally {
         model.dispose();
       }
-    }, 120_000);
+    });
   }
 
   it("gradients through the chunked head equal the full-logits gradients (full fine-tuning and LoRA)", async () => {
@@ -137,7 +137,7 @@ describe("log-probs computed on the device", () => {
     } finally {
       model.dispose();
     }
-  }, 120_000);
+  });
 
   it("tokenScores gives raw (temperature 1) log-probs beside the scaled ones; the base view drops the adapters", async () => {
     const { model } = await load("llama", 7);
@@ -161,5 +161,5 @@ describe("log-probs computed on the device", () => {
     } finally {
       model.dispose();
     }
-  }, 120_000);
+  });
 });

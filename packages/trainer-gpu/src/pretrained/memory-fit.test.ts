@@ -69,7 +69,7 @@ describe("training memory on the WASM heap", () => {
     } finally {
       m.dispose();
     }
-  }, 120_000);
+  });
 
   it("a micro-batch the caller did not fix shrinks to fit; a fixed one fails naming the option; one row too long names the length", async () => {
     const m = await model("fit", 30_000);
@@ -108,7 +108,7 @@ describe("training memory on the WASM heap", () => {
     } finally {
       m.dispose();
     }
-  }, 120_000);
+  });
 
   it("SFT at its default batch on a 151,936-token vocabulary runs (the full-logits path needed > 4 GiB)", async () => {
     const V = 151_936;

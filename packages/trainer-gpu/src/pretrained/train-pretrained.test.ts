@@ -23,7 +23,7 @@ let dir: string;
 beforeAll(async () => {
   await selectBackend({ log: () => {} });
   dir = await writeTinyPretrainedCheckpoint({ family: "qwen3", seed: 1, name: "tiny-qwen3-ckpt" });
-}, 60_000);
+});
 afterAll(async () => {
   await rm(dirname(dir), { recursive: true, force: true });
 });
@@ -65,7 +65,7 @@ describe("training a loaded checkpoint", () => {
       await server.stop();
       policy.model.dispose();
     }
-  }, 120_000);
+  });
 
   it("LoRA SFT lowers the loss with the base frozen, and exports a PEFT adapter", async () => {
     const policy = await loadPretrainedPolicy(dir, { lora: { rank: 8, alpha: 16 } });
@@ -88,5 +88,5 @@ describe("training a loaded checkpoint", () => {
     expect(cfg.r).toBe(8);
     expect(existsSync(join(out, "adapter_model.safetensors"))).toBe(true);
     policy.model.dispose();
-  }, 120_000);
+  });
 });

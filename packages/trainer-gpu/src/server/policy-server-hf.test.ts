@@ -31,7 +31,7 @@ beforeAll(async () => {
   });
   await server.start();
   client = new OpenAI({ baseURL: server.baseUrl, apiKey: "unused", maxRetries: 0 });
-}, 180_000);
+});
 
 afterAll(async () => {
   await server?.stop();

@@ -33,7 +33,7 @@ beforeAll(async () => {
   });
   await server.start();
   client = new OpenAI({ baseURL: server.baseUrl, apiKey: API_KEY, maxRetries: 0 });
-}, 120_000);
+});
 
 afterAll(async () => {
   await server?.stop();

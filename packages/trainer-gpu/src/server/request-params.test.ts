@@ -29,7 +29,7 @@ beforeAll(async () => {
   });
   await server.start();
   client = new OpenAI({ baseURL: server.baseUrl, apiKey: "none", maxRetries: 0 });
-}, 60_000);
+});
 
 afterAll(async () => {
   await server?.stop();

@@ -72,7 +72,7 @@ beforeAll(async () => {
     modelName: "policy",
   });
   await server.start();
-}, 120_000);
+});
 
 afterAll(async () => {
   await server?.stop();

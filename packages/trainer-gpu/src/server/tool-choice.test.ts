@@ -65,7 +65,7 @@ describe("tool_choice on a random Hugging Face checkpoint (it never writes a cal
     dir = await writeTinyPretrainedCheckpoint({ seed: 5 });
     policy = await loadPretrainedPolicy(dir);
     ({ server, client } = await serve(policy.model, policy as never, "tiny-random"));
-  }, 120_000);
+  });
   afterAll(async () => {
     await server?.stop();
     policy?.model.dispose();
@@ -213,7 +213,7 @@ describe("tool_choice on a random Hugging Face checkpoint (it never writes a cal
   });
 });
 
-describe("tool_choice on a model trained to call calc", { timeout: 120_000 }, () => {
+describe("tool_choice on a model trained to call calc", () => {
   let s: Awaited<ReturnType<typeof hfToolCallingModel>>;
   let server: PolicyServer;
   let client: OpenAI;
@@ -221,7 +221,7 @@ describe("tool_choice on a model trained to call calc", { timeout: 120_000 }, ()
     // Trained on the call followed by its result, as real transcripts are: what "required" forces.
     s = await hfToolCallingModel(true);
     ({ server, client } = await serve(s.model, s as never, "tiny-trained"));
-  }, 180_000);
+  });
   afterAll(async () => {
     await server?.stop();
     s?.model.dispose();

@@ -74,7 +74,7 @@ beforeAll(async () => {
     loadWeights: async (path) => (await loadCheckpoint(path)).model,
   });
   await server.start();
-}, 120_000);
+});
 
 afterAll(async () => {
   await server?.stop();

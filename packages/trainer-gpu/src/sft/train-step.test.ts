@@ -47,7 +47,7 @@ beforeAll(async () => {
 const tinyModel = (seed: number) =>
   PolicyModel.create({ vocabSize: 12, dModel: 8, nLayers: 1, nHeads: 2, contextLength: 8, seed });
 
-describe("trainStep", { timeout: 120_000 }, () => {
+describe("trainStep", () => {
   it("returns the reference loss and moves the weights by -lr x the finite-difference gradient (SGD)", () => {
     const model = tinyModel(4);
     // Embedding entries of tokens that are inputs (3, 7, 5), so their gradients are not zero.
@@ -133,7 +133,7 @@ describe("trainStep", { timeout: 120_000 }, () => {
   });
 });
 
-describe("namedParameters of a checkpoint model", { timeout: 120_000 }, () => {
+describe("namedParameters of a checkpoint model", () => {
   let dir: string;
   let full: PretrainedPolicy;
   let lora: PretrainedPolicy;

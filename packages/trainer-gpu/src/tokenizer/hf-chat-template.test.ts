@@ -126,7 +126,7 @@ describe("HfChatTemplate on the real Qwen3 tokenizer_config.json", () => {
     env.localModelPath = `${dirname(dir)}/`;
     ref = await AutoTokenizer.from_pretrained(basename(dir));
     templateText = JSON.parse(await readFile(join(dir, "tokenizer_config.json"), "utf8")).chat_template;
-  }, 60_000);
+  });
 
   const templateFor = (c: Case) => new HfChatTemplate(tok, { extraContext: c.extra });
 

@@ -45,7 +45,7 @@ describe("HfTokenizer on the real Qwen3 tokenizer.json", () => {
   beforeAll(async () => {
     tok = await HfTokenizer.fromDir(qwen3TokenizerDir());
     ref = await referenceTokenizer(qwen3TokenizerDir());
-  }, 60_000);
+  });
 
   it("reads vocabulary, eos and pad from the checkpoint files", () => {
     expect(tok.vocabSize).toBe(151669);

@@ -17,7 +17,7 @@ let db: { url: string; drop: () => Promise<void> };
 const dir = mkdtempSync(join(tmpdir(), "agl-otlp-seq-"));
 beforeAll(async () => {
   db = await createTestDatabase();
-}, 60_000);
+});
 afterAll(async () => {
   await db?.drop();
   rmSync(dir, { recursive: true, force: true });

@@ -109,7 +109,7 @@ let pgUrl: { url: string; drop: () => Promise<void> };
 let schemas = 0;
 beforeAll(async () => {
   pgUrl = await createTestDatabase();
-}, 60_000);
+});
 afterAll(async () => {
   await pgUrl?.drop();
 });
@@ -171,7 +171,7 @@ describe("a Python runner with the batched AgentOps exporter, an agent emitting 
         await store.close();
         cleanup?.();
       }
-    }, 60_000);
+    });
   }
 });
 
@@ -219,6 +219,6 @@ describe("a Python client's add_span with NUL in unknown keys of context, parent
         await store.close();
         cleanup?.();
       }
-    }, 60_000);
+    });
   }
 });
