@@ -24,7 +24,7 @@ import {
 
 const here = dirname(fileURLToPath(import.meta.url));
 const quick = process.argv.includes("--quick");
-const ROUNDS = quick ? 1 : 3;
+const ROUNDS = quick ? 1 : 5;
 const MAX_TOKENS = 32;
 const backend = (await selectBackend({ log: () => {} })).label;
 const tokenizer = new Tokenizer({

@@ -27,8 +27,20 @@ export function createRng(seed: number): () => number {
 
 /** log-softmax of `logits / temperature` (temperature 1 = the raw distribution). */
 export function logSoftmax(logits: ArrayLike<number>, temperature = 1): Float64Array {
+  return softmaxParts(logits, temperature).logprobs;
+}
+
+/**
+ * log-softmax of `logits / temperature`, with the unnormalised weights `exp(v - max)` and their sum that
+ * computing it takes: drawing from those directly saves a second exponential pass over the vocabulary.
+ */
+function softmaxParts(
+  logits: ArrayLike<number>,
+  temperature: number,
+): { logprobs: Float64Array; weights: Float64Array; total: number } {
   const n = logits.length;
   const out = new Float64Array(n);
+  const weights = new Float64Array(n);
   let max = Number.NEGATIVE_INFINITY;
   for (let i = 0; i < n; i++) {
     const v = (logits[i] as number) / temperature;
@@ -36,10 +48,28 @@ export function logSoftmax(logits: ArrayLike<number>, temperature = 1): Float64A
     if (v > max) max = v;
   }
   let sum = 0;
-  for (let i = 0; i < n; i++) sum += Math.exp((out[i] as number) - max);
+  for (let i = 0; i < n; i++) {
+    const w = Math.exp((out[i] as number) - max);
+    weights[i] = w;
+    sum += w;
+  }
   const lse = max + Math.log(sum);
   for (let i = 0; i < n; i++) out[i] = (out[i] as number) - lse;
-  return out;
+  return { logprobs: out, weights, total: sum };
+}
+
+/** The first index at which the running sum of `weights` exceeds `u` (the last positive one at worst). */
+function drawIndex(weights: Float64Array, u: number): number {
+  let acc = 0;
+  let chosen = -1;
+  for (let i = 0; i < weights.length; i++) {
+    const w = weights[i] as number;
+    if (w === 0) continue;
+    chosen = i;
+    acc += w;
+    if (u < acc) break;
+  }
+  return chosen;
 }
 
 export interface SampledToken {
@@ -55,27 +85,30 @@ export function sampleToken(
   params: SamplingParams,
   rng: () => number,
 ): SampledToken {
-  const raw = logSoftmax(logits);
+  const rawParts = softmaxParts(logits, 1);
+  const raw = rawParts.logprobs;
   const n = raw.length;
   if (params.temperature <= 0) {
     let best = 0;
     for (let i = 1; i < n; i++) if ((raw[i] as number) > (raw[best] as number)) best = i;
     return { id: best, logprob: raw[best] as number, samplingLogprob: 0 };
   }
-  const scaled = params.temperature === 1 ? raw : logSoftmax(logits, params.temperature);
+  const parts = params.temperature === 1 ? rawParts : softmaxParts(logits, params.temperature);
+  const scaled = parts.logprobs;
   const keep = keptCount(scaled, params);
+  if (keep === n) {
+    // Nothing truncated: draw from the softmax's own weights (one pass fewer per token than below).
+    const chosen = drawIndex(parts.weights, rng() * parts.total);
+    return { id: chosen, logprob: raw[chosen] as number, samplingLogprob: scaled[chosen] as number };
+  }
   // The kept set is the `keep` most likely tokens (ties broken by lower id). It is found from a threshold
   // on sorted values instead of sorting the ids with a comparator (~90 ms per token for a 150k vocabulary),
   // and the draw walks the kept tokens in id order: the same distribution, one pass.
-  let threshold = Number.NEGATIVE_INFINITY;
-  let tiesAllowed = n;
-  if (keep < n) {
-    const sorted = Float64Array.from(scaled).sort();
-    threshold = sorted[n - keep] as number;
-    let above = 0;
-    for (let i = 0; i < n; i++) if ((scaled[i] as number) > threshold) above++;
-    tiesAllowed = keep - above;
-  }
+  const sorted = Float64Array.from(scaled).sort();
+  const threshold = sorted[n - keep] as number;
+  let above = 0;
+  for (let i = 0; i < n; i++) if ((scaled[i] as number) > threshold) above++;
+  const tiesAllowed = keep - above;
   // Unnormalised probabilities of the kept tokens (0 elsewhere), computed once.
   const weights = new Float64Array(n);
   let ties = tiesAllowed;
@@ -87,16 +120,7 @@ export function sampleToken(
     weights[i] = w;
     total += w;
   }
-  const u = rng() * total;
-  let acc = 0;
-  let chosen = -1;
-  for (let i = 0; i < n; i++) {
-    const w = weights[i] as number;
-    if (w === 0) continue;
-    chosen = i;
-    acc += w;
-    if (u < acc) break;
-  }
+  const chosen = drawIndex(weights, rng() * total);
   return {
     id: chosen,
     logprob: raw[chosen] as number,
