@@ -154,7 +154,10 @@ function writeResults(
     greedy: { mean: mean(rs.map((r) => r.greedy)), sd: sd(rs.map((r) => r.greedy)) },
     sampled: { mean: mean(rs.map((r) => r.sampled)), sd: sd(rs.map((r) => r.sampled)) },
     rolloutsPerMinute: mean(rs.map((r) => r.rolloutsPerMinute)),
-    speedupVsSync: mean(rs.flatMap((r) => (r.speedupVsSync === null ? [] : [r.speedupVsSync]))),
+    // null when this run has no synchronous arm to compare with.
+    speedupVsSync: rs.some((r) => r.speedupVsSync !== null)
+      ? mean(rs.flatMap((r) => (r.speedupVsSync === null ? [] : [r.speedupVsSync])))
+      : null,
     trainerIdleShare: mean(rs.map((r) => r.trainerIdleShare)),
     meanLag: mean(rs.map((r) => r.meanLag)),
   }));
@@ -198,7 +201,7 @@ function writeResults(
     "|---|---|---|---|---|---|---|---|",
     ...byK.map(({ k, rows: rs }) => {
       const s = summary.find((x) => x.staleness === k)!;
-      return `| ${k} | ${s.seeds.join(", ")} | ${pm(rs.map((r) => r.greedy))}% | ${pm(rs.map((r) => r.sampled))}% | ${fmt(s.rolloutsPerMinute, 0)} | ${fmt(s.speedupVsSync)}x | ${fmt(100 * s.trainerIdleShare, 0)}% | ${fmt(s.meanLag)} |`;
+      return `| ${k} | ${s.seeds.join(", ")} | ${pm(rs.map((r) => r.greedy))}% | ${pm(rs.map((r) => r.sampled))}% | ${fmt(s.rolloutsPerMinute, 0)} | ${s.speedupVsSync === null ? "-" : `${fmt(s.speedupVsSync)}x`} | ${fmt(100 * s.trainerIdleShare, 0)}% | ${fmt(s.meanLag)} |`;
     }),
     "",
   ];
