@@ -126,6 +126,26 @@ describe("ProxySpansToTriplets", () => {
       span(3),
     ]);
     expect(output.map((t) => t.metadata.model_version)).toEqual([4, "policy-v5", null]);
+    // Only calls resumed on newer weights mid-generation carry a start version.
+    expect(output.map((t) => "model_version_start" in t.metadata)).toEqual([false, false, false]);
+  });
+
+  it("carries the first version of a call resumed on newer weights as metadata.model_version_start", () => {
+    const span = mkSpan({
+      id: "v1",
+      name: "openai.chat.completion",
+      seq: 1,
+      start: 1,
+      end: 1.5,
+      attributes: {
+        ...llmAttrs({ responseId: "r1", promptIds: [1], responseIds: [101, 102] }),
+        "agl.proxy.status": "ok",
+        "agl.proxy.model_version": 7,
+        "agl.proxy.model_version_start": 5,
+      } as any,
+    });
+    const { output } = new ProxySpansToTriplets().adaptWithDiagnostics([span]);
+    expect(output[0]!.metadata).toMatchObject({ model_version: 7, model_version_start: 5 });
   });
 
   it("explains an empty result when no proxy span is present", () => {

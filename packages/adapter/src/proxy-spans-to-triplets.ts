@@ -54,6 +54,8 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
       /** The items of the same call (its choices), rewarded together. */
       siblings: Item[];
       modelVersion: number | string | null;
+      /** The oldest version of any token when the call was resumed on newer weights, else null. */
+      modelVersionStart: number | string | null;
     }
     const items: Item[] = [];
     const byResponseId = new Map<string, Item>();
@@ -130,6 +132,7 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
           choiceIndex,
           siblings,
           modelVersion: modelVersionOf(span),
+          modelVersionStart: modelVersionOf(span, "agl.proxy.model_version_start"),
         });
       }
       items.push(...siblings);
@@ -144,22 +147,26 @@ export class ProxySpansToTriplets implements DiagnosingAdapter<Span[], Triplet[]
         { details: { spanNames: names } },
       );
     }
-    const output = items.map(({ call, reward, choiceIndex, modelVersion, policy, rewardPolicy }) => ({
-      prompt: { token_ids: call.promptTokenIds!, raw_content: call.input, image_urls: call.imageUrls },
-      response: { token_ids: call.responseTokenIds!, raw_content: call.output, logprobs: call.logprobs },
-      reward,
-      metadata: {
-        response_id: call.responseId,
-        request: call.request,
-        response: call.response,
-        model: call.model,
-        // The policy version that served the call (asynchronous training weighs stale calls by it).
-        model_version: modelVersion,
-        ...(choiceIndex === null ? {} : { choice_index: choiceIndex }),
-        ...(policy === null ? {} : { policy }),
-        ...(rewardPolicy === null ? {} : { reward_policy: rewardPolicy }),
-      },
-    }));
+    const output = items.map(
+      ({ call, reward, choiceIndex, modelVersion, modelVersionStart, policy, rewardPolicy }) => ({
+        prompt: { token_ids: call.promptTokenIds!, raw_content: call.input, image_urls: call.imageUrls },
+        response: { token_ids: call.responseTokenIds!, raw_content: call.output, logprobs: call.logprobs },
+        reward,
+        metadata: {
+          response_id: call.responseId,
+          request: call.request,
+          response: call.response,
+          model: call.model,
+          // The policy version that served the call (asynchronous training weighs stale calls by it).
+          model_version: modelVersion,
+          // Partial rollouts: tokens from `model_version_start` on were produced by versions up to `model_version`.
+          ...(modelVersionStart === null ? {} : { model_version_start: modelVersionStart }),
+          ...(choiceIndex === null ? {} : { choice_index: choiceIndex }),
+          ...(policy === null ? {} : { policy }),
+          ...(rewardPolicy === null ? {} : { reward_policy: rewardPolicy }),
+        },
+      }),
+    );
     return { output, diagnostics: diagnostics.report() };
   }
 
@@ -227,7 +234,7 @@ function choicesOf(call: LlmCall, span: Span): Array<[number | null, LlmCall]> {
 }
 
 /** `agl.proxy.model_version` of a span: the policy version that served the call, null when unknown. */
-function modelVersionOf(span: Span): number | string | null {
-  const v = attrs(span)["agl.proxy.model_version"];
+function modelVersionOf(span: Span, key = "agl.proxy.model_version"): number | string | null {
+  const v = attrs(span)[key];
   return typeof v === "number" || typeof v === "string" ? v : null;
 }

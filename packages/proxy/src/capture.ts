@@ -29,6 +29,11 @@ export interface CallRecord {
   partial: boolean;
   backend: string | null;
   modelVersion: string | number | null;
+  /**
+   * The oldest version that produced a token, when the backend resumed the call on newer weights
+   * mid-generation (`x-agl-model-version-start`); `modelVersion` is then the one that finished it.
+   */
+  modelVersionStart?: string | number | null;
   /** The policy the call was routed to (multi-policy proxies), or null. */
   policy?: string | null;
   retryCount: number;
@@ -173,6 +178,7 @@ export function buildCallSpan(call: CallRecord, options: CaptureOptions): SpanIn
   if (call.sessionId) a["agl.proxy.session_id"] = call.sessionId;
   if (call.backend) a["agl.proxy.backend"] = call.backend;
   if (call.modelVersion !== null) a["agl.proxy.model_version"] = call.modelVersion;
+  if (call.modelVersionStart != null) a["agl.proxy.model_version_start"] = call.modelVersionStart;
   if (call.policy != null) a["agl.proxy.policy"] = call.policy;
   if (call.clientModel !== undefined && call.clientModel !== req.model)
     setIfDefined(a, "agl.proxy.client_model", call.clientModel);

@@ -109,6 +109,9 @@ export async function forwardCall(a: ForwardArgs): Promise<void> {
       // server does): with weights published between calls it may be newer than the proxy-level one.
       const served = servedModelVersion(header(headers["x-agl-model-version"]));
       if (record && served !== null) record.modelVersion = served;
+      // Resumed on newer weights mid-generation (partial rollouts): the oldest version of any token.
+      const start = servedModelVersion(header(headers["x-agl-model-version-start"]));
+      if (record && start !== null) record.modelVersionStart = start;
       if (a.stream && status < 300 && contentType.startsWith("text/event-stream")) {
         pool.recordSuccess(backend);
         await relayStream(

@@ -10,7 +10,14 @@ import { allowedNextIds, sampleAllowed } from "./prefix-choices.js";
 import type { GeneratedToken, GenerateRequest, GenerateResult } from "./request.js";
 import { createRng, sampleToken, topLogprobs } from "./sampling.js";
 import { modelSamplingDefaults, type SamplingDefaults } from "./sampling-defaults.js";
-import { adapterRows, appendToken, byAdapter, type Seq } from "./sequence.js";
+import {
+  adapterRows,
+  appendToken,
+  byAdapter,
+  partitionForHandOff,
+  prefillIds,
+  type Seq,
+} from "./sequence.js";
 
 /**
  * The generation engine: a dynamic-batching scheduler over one KV cache.
@@ -60,6 +67,7 @@ export class Generator implements GenerationEngine {
   private _version = 0;
   private _steps = 0;
   private nextGroup = 1;
+  private handOffs: Array<{ take: (req: GenerateRequest) => boolean; to: (seqs: Seq[]) => void }> = [];
 
   constructor(model: CausalLM, tokenizer: TextTokenizer, options: GeneratorOptions = {}) {
     this.model = model;
@@ -203,6 +211,47 @@ export class Generator implements GenerationEngine {
     return this._version;
   }
 
+  /**
+   * Partial rollouts: at the next step boundary (now when idle), take the running and queued sequences
+   * `take` selects out of this generator, dropping their keys/values, and pass them to `to` — which hands
+   * them to another generator's `adopt` to continue on its weights. Deferred because a caller may run
+   * inside a step (a token callback), where the batch must not change.
+   */
+  handOff(take: (req: GenerateRequest) => boolean, to: (seqs: Seq[]) => void): void {
+    this.handOffs.push({ take, to });
+    if (!this.running) this.runHandOffs();
+  }
+
+  /**
+   * Continue sequences another generator handed off: each is prefilled again on these weights (prompt +
+   * the tokens generated so far) and decodes on from there with its own sampler state; a group stays whole.
+   */
+  adopt(seqs: readonly Seq[]): void {
+    const groups = new Map<number, number>();
+    for (const s of seqs) {
+      if (!groups.has(s.group)) groups.set(s.group, this.nextGroup++);
+      s.group = groups.get(s.group) as number;
+    }
+    // They started before anything queued here: they go first.
+    this.queue.unshift(...seqs);
+    this.kick();
+  }
+
+  private runHandOffs(): void {
+    const pending = this.handOffs;
+    this.handOffs = [];
+    for (const { take, to } of pending) {
+      const { keepActive, taken, queue } = partitionForHandOff(this.active, this.queue, take);
+      if (keepActive.length < this.active.length) {
+        this.cache.keepRows(keepActive);
+        this.active = keepActive.map((i) => this.active[i] as Seq);
+      }
+      this.queue = queue;
+      to(taken);
+    }
+    this.notifyDrained();
+  }
+
   private kick(): void {
     if (this.running) return;
     if (this.active.length === 0 && (this.paused || this.queue.length === 0)) return;
@@ -214,6 +263,7 @@ export class Generator implements GenerationEngine {
     try {
       while (this.active.length > 0 || (!this.paused && this.queue.length > 0)) {
         try {
+          this.runHandOffs();
           this.admit();
           if (this.active.length > 0) this.step();
         } catch (error) {
@@ -225,6 +275,7 @@ export class Generator implements GenerationEngine {
       }
     } finally {
       this.running = false;
+      this.runHandOffs();
       this.notifyDrained();
     }
     if (this.active.length > 0 || (!this.paused && this.queue.length > 0)) this.kick();
@@ -271,12 +322,7 @@ export class Generator implements GenerationEngine {
     for (const { adapter, seqs: part } of byAdapter(admitted)) {
       let groups: PrefilledGroup[];
       try {
-        groups = prefillPrompts(
-          this.model,
-          part.map((s) => s.req.promptIds),
-          this.prefixCache,
-          adapter,
-        );
+        groups = prefillPrompts(this.model, part.map(prefillIds), this.prefixCache, adapter);
       } catch (error) {
         // Only these requests fail: the batch cache is untouched and the running rows go on.
         for (const s of part) s.reject(error);

@@ -33,6 +33,12 @@ export interface GenerateRequest extends GenerateParams {
    */
   adapter?: string | null;
   signal?: AbortSignal;
+  /**
+   * Keep this sequence on the weights it started on even when the engine resumes in-flight sequences on
+   * newly published weights (`VersionedEngine` with `inFlight: "resume"`): a streamed response has
+   * announced its version before its first token.
+   */
+  pinVersion?: boolean;
   /** Called once per step with the new token and the text that became final (stop-string hold-back). */
   onToken?: (event: TokenEvent) => void;
 }
@@ -76,6 +82,18 @@ export interface GenerateResult {
   /** Decoded output without control tokens, cut at a matched stop string. */
   text: string;
   finishReason: FinishReason;
-  /** The weights version that produced every token of this result. */
+  /** The weights version that produced every token of this result (the last one, when resumed). */
   modelVersion: number;
+  /**
+   * Only on a sequence resumed on newer weights mid-generation (partial rollouts): which version produced
+   * which tokens — tokens from `fromToken` up to the next segment's came from `version`; the first
+   * segment's version is the oldest.
+   */
+  versionSegments?: VersionSegment[];
+}
+
+export interface VersionSegment {
+  version: number;
+  /** Index in `tokens` of the first token this version produced. */
+  fromToken: number;
 }

@@ -91,3 +91,24 @@ export function findStop(text: string, stops: readonly string[], before: number)
   }
   return best;
 }
+
+/** What to prefill for `seq`: its prompt, and what it generated so far when handed over from older weights. */
+export function prefillIds(seq: Seq): readonly number[] {
+  return seq.tokens.length ? [...seq.req.promptIds, ...seq.tokens.map((t) => t.id)] : seq.req.promptIds;
+}
+
+/** Split running (`active`) and queued sequences into those `take` selects and the rows that stay. */
+export function partitionForHandOff(
+  active: readonly Seq[],
+  queue: readonly Seq[],
+  take: (req: GenerateRequest) => boolean,
+): { keepActive: number[]; taken: Seq[]; queue: Seq[] } {
+  const keepActive: number[] = [];
+  const taken: Seq[] = [];
+  active.forEach((s, i) => {
+    if (take(s.req)) taken.push(s);
+    else keepActive.push(i);
+  });
+  taken.push(...queue.filter((s) => take(s.req)));
+  return { keepActive, taken, queue: queue.filter((s) => !take(s.req)) };
+}

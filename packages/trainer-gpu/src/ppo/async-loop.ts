@@ -156,12 +156,17 @@ export async function runAsyncLoop<T>(
   }
 }
 
-/** The oldest policy version that served one of the rollout's calls (null when none recorded one). */
+/**
+ * The oldest policy version that produced a token of one of the rollout's calls (null when none recorded
+ * one): a call resumed on newer weights mid-generation (partial rollouts) counts from its first version.
+ */
 export function oldestServedVersion(r: CollectedRollout): number | null {
   let oldest: number | null = null;
   for (const t of r.triplets) {
-    const v = (t.metadata as { model_version?: unknown } | undefined)?.model_version;
-    if (typeof v === "number" && Number.isFinite(v)) oldest = oldest === null ? v : Math.min(oldest, v);
+    const m = t.metadata as { model_version?: unknown; model_version_start?: unknown } | undefined;
+    for (const v of [m?.model_version_start, m?.model_version]) {
+      if (typeof v === "number" && Number.isFinite(v)) oldest = oldest === null ? v : Math.min(oldest, v);
+    }
   }
   return oldest;
 }

@@ -45,6 +45,10 @@ describe("async metrics", () => {
     expect(oldestServedVersion(rollout([3, 2, 4]))).toBe(2);
     expect(oldestServedVersion(rollout(["policy-v1", null, 5]))).toBe(5);
     expect(oldestServedVersion(rollout([null]))).toBeNull();
+    // A call resumed on newer weights mid-generation (partial rollouts) counts from its first version.
+    const resumed = rollout([6, 5]);
+    resumed.triplets[0]!.metadata = { model_version: 6, model_version_start: 3 };
+    expect(oldestServedVersion(resumed)).toBe(3);
     expect(stalenessMetrics([0, 1, 1, 2], 2)).toEqual({
       "async/staleness/mean": 1,
       "async/staleness/max": 2,

@@ -4,7 +4,7 @@ import type { TokenEvent } from "../generate/request.js";
 import type { ChatMessage, ToolDefinition } from "../tokenizer/messages.js";
 import { TOOL_CALL_OPEN } from "../tokenizer/tool-calls.js";
 import { assistantMessage, chatLogprobs } from "./format.js";
-import { newId, nowSec, type RouteContext } from "./route-context.js";
+import { newId, nowSec, type RouteContext, setVersionHeaders } from "./route-context.js";
 import { ChatCompletionRequestSchema, HttpError } from "./schemas.js";
 import { fingerprintOf, streamChunks, usageOf } from "./sse.js";
 import { forcedToolCalls, forcedToolNames } from "./tool-choice.js";
@@ -46,7 +46,7 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
   if (!body.stream) {
     const results = await r.generator.generateMany(r.requests(n, base, body.seed));
     if (timedOut()) throw new HttpError(504, "Generation timed out", null, "timeout");
-    c.header("x-agl-model-version", String(results[0]?.modelVersion ?? r.version));
+    const version = setVersionHeaders(c, results, r.version);
     const choices = results.map((result, index) => {
       const { message, finishReason } = assistantMessage(result, parseTools, r.template, forced);
       return {
@@ -62,7 +62,7 @@ export async function chatCompletion(r: RouteContext, c: Context): Promise<Respo
       object: "chat.completion",
       created,
       model: body.served.name,
-      system_fingerprint: fingerprintOf(results[0]?.modelVersion ?? r.version),
+      system_fingerprint: fingerprintOf(version),
       choices,
       usage: usageOf(promptIds.length, results),
       ...(withIds ? { prompt_token_ids: promptIds } : {}),

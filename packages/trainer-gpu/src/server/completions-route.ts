@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { TokenEvent } from "../generate/request.js";
 import { completionFinishReason, completionLogprobs } from "./format.js";
-import { newId, nowSec, type RouteContext } from "./route-context.js";
+import { newId, nowSec, type RouteContext, setVersionHeaders } from "./route-context.js";
 import { type CompletionRequest, CompletionRequestSchema, HttpError } from "./schemas.js";
 import { fingerprintOf, streamChunks, usageOf } from "./sse.js";
 
@@ -28,7 +28,7 @@ export async function completion(r: RouteContext, c: Context): Promise<Response>
   if (!body.stream) {
     const results = await r.generator.generateMany(r.requests(n, base, body.seed));
     if (timedOut()) throw new HttpError(504, "Generation timed out", null, "timeout");
-    c.header("x-agl-model-version", String(results[0]?.modelVersion ?? r.version));
+    const version = setVersionHeaders(c, results, r.version);
     const choices: Array<Record<string, unknown>> = results.map((result, index) => ({
       index,
       text: result.text,
@@ -41,7 +41,7 @@ export async function completion(r: RouteContext, c: Context): Promise<Response>
       object: "text_completion",
       created,
       model: body.served.name,
-      system_fingerprint: fingerprintOf(results[0]?.modelVersion ?? r.version),
+      system_fingerprint: fingerprintOf(version),
       choices,
       usage: usageOf(promptIds.length, results),
     });

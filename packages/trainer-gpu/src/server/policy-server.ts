@@ -74,7 +74,10 @@ export interface PolicyServerOptions<G extends GenerationEngine = Generator> {
  * Weight updates: `swapWeights()` pauses admission, waits for running sequences to finish (requests that
  * arrive meanwhile queue; nothing is dropped), applies the new weights, increments `version` and resumes.
  * Every response reports the version that produced it in `system_fingerprint` ("agl-policy-v<N>") and the
- * `x-agl-model-version` header; the `n` choices of one request always share one version.
+ * `x-agl-model-version` header; the `n` choices of one request always share one version. Exception, by
+ * request: a `VersionedEngine` with `inFlight: "resume"` resumes non-streamed requests in flight on a newly
+ * published version; the header then names the version that finished them and `x-agl-model-version-start`
+ * the one they started on.
  */
 export class PolicyServer<G extends GenerationEngine = Generator> {
   readonly generator: G;

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Context } from "hono";
 import type { z } from "zod";
 import type { GenerationEngine } from "../generate/engine.js";
-import type { GenerateRequest, TokenEvent } from "../generate/request.js";
+import type { GenerateRequest, GenerateResult, TokenEvent } from "../generate/request.js";
 import type { SamplingDefaults } from "../generate/sampling-defaults.js";
 import type { ChatEncoder, TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import type { ServedModel, ServedModels } from "./adapters-registry.js";
@@ -111,6 +111,21 @@ export class RouteContext {
       ...base,
       seed: seed == null ? undefined : seed + i,
       onToken: onToken ? (e: TokenEvent) => onToken(i, e) : undefined,
+      // A streamed response names its version before the first token: it must finish on that version.
+      ...(onToken ? { pinVersion: true } : {}),
     }));
   }
+}
+
+/**
+ * Set the version headers of a non-streamed response and return the version that finished it:
+ * `x-agl-model-version` = the newest version that produced a token of any choice, and, when a choice was
+ * resumed on newer weights mid-generation (partial rollouts), `x-agl-model-version-start` = the oldest.
+ */
+export function setVersionHeaders(c: Context, results: readonly GenerateResult[], fallback: number): number {
+  const version = results.length ? Math.max(...results.map((x) => x.modelVersion)) : fallback;
+  c.header("x-agl-model-version", String(version));
+  const starts = results.flatMap((x) => (x.versionSegments ? [x.versionSegments[0]!.version] : []));
+  if (starts.length) c.header("x-agl-model-version-start", String(Math.min(...starts)));
+  return version;
 }

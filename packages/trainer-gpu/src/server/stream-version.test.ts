@@ -1,8 +1,6 @@
-import { InMemoryLightningStore } from "@agl/core";
-import { LLMProxy } from "@agl/proxy";
-import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PolicyModel } from "../model/policy-model.js";
+import { proxiedRollout } from "../test-support/proxied-rollout.js";
 import { tinySetup } from "../test-support/tiny.js";
 import { PolicyServer } from "./policy-server.js";
 import { VersionedEngine } from "./version-publication.js";
@@ -113,23 +111,8 @@ describe("streamed responses and the serving version", () => {
   });
 
   it("the LLM proxy records the streamed call's serving version on its span", async () => {
-    const store = new InMemoryLightningStore({ watchdog: false });
-    const proxy = new LLMProxy({
-      store,
-      backends: [{ url: server.baseUrl }],
-      model: "policy",
-      healthCheckIntervalMs: 0,
-      adminToken: "admin-token-for-tests",
-    });
-    const url = await proxy.start();
+    const { client, spans: spansOf, stop } = await proxiedRollout(server.baseUrl);
     try {
-      await proxy.resume({ modelVersion: 1000 });
-      const r = await store.startRollout({ input: { q: 1 } });
-      const client = new OpenAI({
-        baseURL: `${url}/rollout/${r.rollout_id}/attempt/${r.attempt.attempt_id}/v1`,
-        apiKey: "admin-token-for-tests",
-        maxRetries: 0,
-      });
       const served = engine.version;
       const res = await client.chat.completions.create({
         model: "policy",
@@ -138,11 +121,10 @@ describe("streamed responses and the serving version", () => {
         stream: true,
       });
       for await (const _ of res);
-      await proxy.flush();
-      const spans = (await store.querySpans(r.rollout_id)).items;
+      const spans = await spansOf();
       expect(spans.map((x) => x.attributes["agl.proxy.model_version"])).toEqual([served]);
     } finally {
-      await proxy.stop();
+      await stop();
     }
   });
 });

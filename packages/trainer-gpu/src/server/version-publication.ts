@@ -1,6 +1,12 @@
 import type { GenerationEngine } from "../generate/engine.js";
 import { Generator, type GeneratorOptions } from "../generate/generator.js";
-import { type GenerateRequest, type GenerateResult, withModelVersion } from "../generate/request.js";
+import {
+  type GenerateRequest,
+  type GenerateResult,
+  type VersionSegment,
+  withModelVersion,
+} from "../generate/request.js";
+import type { Seq } from "../generate/sequence.js";
 import type { CausalLM } from "../model/causal-lm.js";
 import type { TextTokenizer } from "../tokenizer/text-tokenizer.js";
 
@@ -11,6 +17,26 @@ interface Slot {
   generator: Generator;
   /** Requests (groups) admitted on this version and not finished yet. */
   inflight: number;
+  /** Its snapshot went to the spare (or was freed): releasing it again must not free the spare. */
+  retired?: boolean;
+}
+
+export interface VersionedEngineOptions extends GeneratorOptions {
+  /**
+   * What a publication does to requests in flight. "finish" (default): they finish on the version they
+   * started on. "resume" (partial rollouts): at the next step boundary every running or queued sequence
+   * moves to the new version — prefilled again with its prompt and the tokens generated so far, the old
+   * keys/values dropped — and decodes on there. Its result then records which version produced which
+   * tokens (`versionSegments`); each token's logprob is the one it was sampled with. Requests with
+   * `pinVersion` (streamed responses) always finish on their version.
+   */
+  inFlight?: "finish" | "resume";
+}
+
+/** A `generateMany` call in "resume" mode: the slot it runs on now and each request's version segments. */
+interface Call {
+  slot: Slot;
+  segments: Map<GenerateRequest, VersionSegment[]>;
 }
 
 /**
@@ -29,12 +55,19 @@ export class VersionedEngine implements GenerationEngine {
   private paused = false;
   private drainWaiters: Array<() => void> = [];
   private disposed = false;
+  private readonly inFlight: "finish" | "resume";
+  private readonly options: GeneratorOptions;
+  /** The call each running request (as handed to a generator) belongs to, in "resume" mode. */
+  private readonly calls = new Map<GenerateRequest, Call>();
 
   constructor(
     private readonly source: CausalLM,
     private readonly tokenizer: TextTokenizer,
-    private readonly options: GeneratorOptions = {},
+    options: VersionedEngineOptions = {},
   ) {
+    const { inFlight = "finish", ...generatorOptions } = options;
+    this.inFlight = inFlight;
+    this.options = generatorOptions;
     this.current = this.slot(0, source.clone({ trainable: false }));
   }
 
@@ -59,7 +92,13 @@ export class VersionedEngine implements GenerationEngine {
     return this.slots().map((s) => s.version);
   }
 
+  /** Decode steps run so far on every live version. */
+  get steps(): number {
+    return this.slots().reduce((a, s) => a + s.generator.steps, 0);
+  }
+
   async generateMany(requests: readonly GenerateRequest[]): Promise<GenerateResult[]> {
+    if (this.inFlight === "resume" && !requests.some((r) => r.pinVersion)) return this.resumable(requests);
     // Bound to a version at arrival: a publication while it queues or runs does not move it.
     const slot = this.current;
     slot.inflight++;
@@ -81,6 +120,13 @@ export class VersionedEngine implements GenerationEngine {
     const old = this.current;
     this.current = this.slot(old.version + 1, model);
     if (this.paused) void this.current.generator.pause();
+    if (this.inFlight === "resume") {
+      for (const s of [old, ...this.retiring])
+        s.generator.handOff(
+          (r) => this.calls.has(r),
+          (q) => this.adopt(q),
+        );
+    }
     this.release(old);
     return this.current.version;
   }
@@ -115,6 +161,63 @@ export class VersionedEngine implements GenerationEngine {
     this.retiring.clear();
   }
 
+  /**
+   * A call whose sequences move to each newly published version ("resume"); the requests are copied so
+   * each is its own key, and token events report the version producing the token.
+   */
+  private async resumable(requests: readonly GenerateRequest[]): Promise<GenerateResult[]> {
+    const call: Call = { slot: this.current, segments: new Map() };
+    const own = requests.map((r) => {
+      const segments = [{ version: call.slot.version, fromToken: 0 }];
+      const onToken = r.onToken;
+      const req: GenerateRequest = onToken
+        ? { ...r, onToken: (e) => onToken({ ...e, modelVersion: segments.at(-1)!.version }) }
+        : { ...r };
+      call.segments.set(req, segments);
+      this.calls.set(req, call);
+      return req;
+    });
+    call.slot.inflight++;
+    try {
+      const results = await call.slot.generator.generateMany(own);
+      return results.map((r, i) => {
+        const segments = call.segments.get(own[i] as GenerateRequest) as VersionSegment[];
+        const version = segments.at(-1)!.version;
+        return segments.length > 1
+          ? { ...r, modelVersion: version, versionSegments: segments }
+          : { ...r, modelVersion: version };
+      });
+    } finally {
+      for (const r of own) this.calls.delete(r);
+      call.slot.inflight--;
+      if (call.slot !== this.current) this.release(call.slot);
+    }
+  }
+
+  /** Sequences handed off by an older version continue on the served one (see `publish`). */
+  private adopt(seqs: Seq[]): void {
+    if (seqs.length === 0) return;
+    const to = this.current;
+    const moved = new Set<Call>();
+    for (const s of seqs) {
+      const call = this.calls.get(s.req) as Call;
+      const segments = call.segments.get(s.req) as VersionSegment[];
+      // A sequence that had not started yet simply starts on the new version.
+      if (segments.at(-1)!.fromToken === s.tokens.length) segments.pop();
+      segments.push({ version: to.version, fromToken: s.tokens.length });
+      moved.add(call);
+    }
+    to.generator.adopt(seqs);
+    for (const call of moved) {
+      const from = call.slot;
+      if (from === to) continue;
+      call.slot = to;
+      to.inflight++;
+      from.inflight--;
+      if (from !== this.current) this.release(from);
+    }
+  }
+
   private slot(version: number, model: CausalLM): Slot {
     return { version, model, generator: new Generator(model, this.tokenizer, this.options), inflight: 0 };
   }
@@ -125,10 +228,12 @@ export class VersionedEngine implements GenerationEngine {
 
   /** A superseded version: kept while requests run on it, then its snapshot becomes the spare. */
   private release(slot: Slot): void {
+    if (slot.retired) return;
     if (slot.inflight > 0) {
       this.retiring.add(slot);
       return;
     }
+    slot.retired = true;
     this.retiring.delete(slot);
     if (this.disposed) return;
     if (this.spare === null) this.spare = slot.model;
