@@ -1,22 +1,24 @@
-import { randomInt } from "node:crypto";
 import * as tf from "@tensorflow/tfjs";
 import type { CausalLM } from "../model/causal-lm.js";
 import { IncrementalDecoder, type TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { BatchCache } from "./batch-cache.js";
 import type { GenerationEngine } from "./engine.js";
+import { HandOffs, renumberGroups } from "./hand-off.js";
 import { type PrefilledGroup, prefillPrompts } from "./prefill-groups.js";
 import { PrefixCache, type PrefixCacheOptions, type PrefixCacheStats, weightsStamp } from "./prefix-cache.js";
-import { allowedNextIds, sampleAllowed } from "./prefix-choices.js";
-import type { GeneratedToken, GenerateRequest, GenerateResult } from "./request.js";
-import { createRng, sampleToken, topLogprobs } from "./sampling.js";
+import type { GenerateRequest, GenerateResult } from "./request.js";
+import { requestError } from "./request-checks.js";
 import { modelSamplingDefaults, type SamplingDefaults } from "./sampling-defaults.js";
 import {
   adapterRows,
   appendToken,
   byAdapter,
-  partitionForHandOff,
+  newSeq,
   prefillIds,
   type Seq,
+  sampleNext,
+  settle,
+  watchAbort,
 } from "./sequence.js";
 
 /**
@@ -67,7 +69,7 @@ export class Generator implements GenerationEngine {
   private _version = 0;
   private _steps = 0;
   private nextGroup = 1;
-  private handOffs: Array<{ take: (req: GenerateRequest) => boolean; to: (seqs: Seq[]) => void }> = [];
+  private readonly handOffs = new HandOffs();
 
   constructor(model: CausalLM, tokenizer: TextTokenizer, options: GeneratorOptions = {}) {
     this.model = model;
@@ -119,57 +121,31 @@ export class Generator implements GenerationEngine {
   }
 
   private enqueue(request: GenerateRequest, group: number): Promise<GenerateResult> {
+    const invalid = requestError(this.model, request);
+    if (invalid) return Promise.reject(invalid);
     const ctx = this.model.config.contextLength;
-    if (request.promptIds.length === 0) return Promise.reject(new Error("promptIds must not be empty"));
-    const V = this.model.config.vocabSize;
-    if (request.promptIds.some((id) => !Number.isInteger(id) || id < 0 || id >= V)) {
-      return Promise.reject(new Error(`promptIds must be integers in [0, ${V})`));
-    }
-    if (request.adapter !== undefined) {
-      const names = this.model.adapterNames;
-      if (!names)
-        return Promise.reject(new Error("this model serves no LoRA adapters (adapter must be absent)"));
-      if (request.adapter !== null && !names.includes(request.adapter))
-        return Promise.reject(
-          new Error(`No LoRA adapter "${request.adapter}" (the model has: ${names.join(", ")})`),
-        );
-    }
-    if (request.promptIds.length >= ctx) {
-      return Promise.reject(
-        new Error(`prompt of ${request.promptIds.length} tokens leaves no room in the context of ${ctx}`),
-      );
-    }
+    const maxTokens = Math.min(request.maxTokens ?? ctx, this.samplingDefaults.maxTokens ?? ctx);
     return new Promise<GenerateResult>((resolve, reject) => {
-      const seq: Seq = {
-        req: request,
-        rng: createRng(request.seed ?? randomInt(2 ** 31)),
-        maxTokens: Math.min(request.maxTokens ?? ctx, this.samplingDefaults.maxTokens ?? ctx),
-        stop: (request.stop ?? []).filter((s) => s.length > 0),
-        tokens: [],
-        pos: request.promptIds.length,
-        lastToken: -1,
-        text: "",
-        decoder: new IncrementalDecoder(this.tokenizer),
-        emitted: 0,
-        group,
-        resolve,
-        reject,
-      };
+      const decoder = new IncrementalDecoder(this.tokenizer);
+      const seq = newSeq(request, group, maxTokens, decoder, resolve, reject);
       if (request.signal?.aborted) {
         seq.finish = "abort";
         this.complete(seq);
         return;
       }
-      request.signal?.addEventListener("abort", () => {
-        if (!seq.finish) seq.finish = "abort";
-        const i = this.queue.indexOf(seq);
-        if (i >= 0) {
-          this.queue.splice(i, 1);
-          this.complete(seq);
-        }
-      });
+      this.watchAbort(seq);
       this.queue.push(seq);
       this.kick();
+    });
+  }
+
+  /** On abort, settle `seq` at once if it is queued here (a running row leaves after the current step). */
+  private watchAbort(seq: Seq): void {
+    watchAbort(seq, () => {
+      const i = this.queue.indexOf(seq);
+      if (i < 0) return;
+      this.queue.splice(i, 1);
+      this.complete(seq);
     });
   }
 
@@ -218,7 +194,7 @@ export class Generator implements GenerationEngine {
    * inside a step (a token callback), where the batch must not change.
    */
   handOff(take: (req: GenerateRequest) => boolean, to: (seqs: Seq[]) => void): void {
-    this.handOffs.push({ take, to });
+    this.handOffs.request(take, to);
     if (!this.running) this.runHandOffs();
   }
 
@@ -227,28 +203,22 @@ export class Generator implements GenerationEngine {
    * the tokens generated so far) and decodes on from there with its own sampler state; a group stays whole.
    */
   adopt(seqs: readonly Seq[]): void {
-    const groups = new Map<number, number>();
-    for (const s of seqs) {
-      if (!groups.has(s.group)) groups.set(s.group, this.nextGroup++);
-      s.group = groups.get(s.group) as number;
-    }
+    renumberGroups(seqs, () => this.nextGroup++);
+    for (const s of seqs) this.watchAbort(s);
     // They started before anything queued here: they go first.
     this.queue.unshift(...seqs);
     this.kick();
   }
 
   private runHandOffs(): void {
-    const pending = this.handOffs;
-    this.handOffs = [];
-    for (const { take, to } of pending) {
-      const { keepActive, taken, queue } = partitionForHandOff(this.active, this.queue, take);
-      if (keepActive.length < this.active.length) {
-        this.cache.keepRows(keepActive);
-        this.active = keepActive.map((i) => this.active[i] as Seq);
-      }
-      this.queue = queue;
-      to(taken);
-    }
+    const cache = this.cache;
+    const left = this.handOffs.run({
+      active: this.active,
+      queue: this.queue,
+      keepRows: (rows) => cache.keepRows(rows),
+    });
+    this.active = left.active;
+    this.queue = left.queue;
     this.notifyDrained();
   }
 
@@ -398,20 +368,9 @@ export class Generator implements GenerationEngine {
 
   /** Sample the next token of `seq` from its logits and decide whether it is finished. */
   private accept(seq: Seq, logits: Float32Array): void {
-    const r = seq.req;
-    const d = this.samplingDefaults;
-    const params = {
-      temperature: r.temperature ?? d.temperature ?? 1,
-      topP: r.topP ?? d.topP ?? 1,
-      topK: r.topK ?? d.topK ?? 0,
-    };
-    const allowed = r.prefixChoices ? allowedNextIds(r.prefixChoices, seq.tokens) : null;
-    const token: GeneratedToken = allowed
-      ? sampleAllowed(logits, allowed, params, seq.rng)
-      : sampleToken(logits, params, seq.rng);
-    if (r.topLogprobs) token.topLogprobs = topLogprobs(logits, r.topLogprobs);
+    const token = sampleNext(seq, logits, this.samplingDefaults);
     const textDelta = appendToken(seq, token, this.eosIds, this.model.config.contextLength);
-    r.onToken?.({ token, textDelta, modelVersion: this._version });
+    seq.req.onToken?.({ token, textDelta, modelVersion: this._version });
   }
 
   private evictFinished(): void {
@@ -428,21 +387,6 @@ export class Generator implements GenerationEngine {
   }
 
   private complete(seq: Seq): void {
-    // A trailing incomplete character (generation cut inside a multi-byte sequence) is released as is.
-    if (!seq.stoppedByString) seq.text += seq.decoder.flush();
-    // Flush text held back for a stop string that never completed.
-    if (seq.emitted < seq.text.length && seq.tokens.length > 0) {
-      const textDelta = seq.text.slice(seq.emitted);
-      seq.emitted = seq.text.length;
-      seq.req.onToken?.({ textDelta, modelVersion: this._version });
-    }
-    seq.resolve({
-      promptIds: [...seq.req.promptIds],
-      tokenIds: seq.tokens.map((t) => t.id),
-      tokens: seq.tokens,
-      text: seq.text,
-      finishReason: seq.finish ?? "stop",
-      modelVersion: this._version,
-    });
+    settle(seq, this._version);
   }
 }

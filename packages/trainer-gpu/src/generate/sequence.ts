@@ -1,5 +1,9 @@
+import { randomInt } from "node:crypto";
 import type { IncrementalDecoder } from "../tokenizer/text-tokenizer.js";
+import { allowedNextIds, sampleAllowed } from "./prefix-choices.js";
 import type { FinishReason, GeneratedToken, GenerateRequest, GenerateResult } from "./request.js";
+import { createRng, sampleToken, topLogprobs } from "./sampling.js";
+import type { SamplingDefaults } from "./sampling-defaults.js";
 
 /** One running request of the `Generator` and the helpers that group and finish such sequences. */
 
@@ -21,6 +25,61 @@ export interface Seq {
   group: number;
   resolve: (r: GenerateResult) => void;
   reject: (e: unknown) => void;
+  /** Remove the listener on `req.signal` (called when the sequence settles or moves to another generator). */
+  unwatch?: () => void;
+}
+
+/** A queued sequence for `req` (its sampler seeded from `req.seed`, else at random). */
+export function newSeq(
+  req: GenerateRequest,
+  group: number,
+  maxTokens: number,
+  decoder: IncrementalDecoder,
+  resolve: (r: GenerateResult) => void,
+  reject: (e: unknown) => void,
+): Seq {
+  const seq: Seq = {
+    req,
+    rng: createRng(req.seed ?? randomInt(2 ** 31)),
+    maxTokens,
+    stop: (req.stop ?? []).filter((s) => s.length > 0),
+    tokens: [],
+    pos: req.promptIds.length,
+    lastToken: -1,
+    text: "",
+    decoder,
+    emitted: 0,
+    group,
+    // A long-lived signal (one per client session) must not keep a listener per finished request.
+    resolve: (r) => {
+      seq.unwatch?.();
+      resolve(r);
+    },
+    reject: (e) => {
+      seq.unwatch?.();
+      reject(e);
+    },
+  };
+  return seq;
+}
+
+/**
+ * Mark `seq` aborted when its request's signal fires, then call `onAbort`; replaces the listener a previous
+ * generator attached (a hand-off). The listener goes when the sequence settles.
+ */
+export function watchAbort(seq: Seq, onAbort: () => void): void {
+  seq.unwatch?.();
+  const signal = seq.req.signal;
+  if (!signal) return;
+  const listener = () => {
+    if (!seq.finish) seq.finish = "abort";
+    onAbort();
+  };
+  signal.addEventListener("abort", listener, { once: true });
+  seq.unwatch = () => {
+    signal.removeEventListener("abort", listener);
+    seq.unwatch = undefined;
+  };
 }
 
 /** `seqs` partitioned by the adapter they asked for (in first-seen order). */
@@ -37,6 +96,22 @@ export function byAdapter(seqs: readonly Seq[]): Array<{ adapter: string | null 
 /** The per-row adapter selection of `seqs`, or undefined when none asks for one (the model's default). */
 export function adapterRows(seqs: readonly Seq[]): Array<string | null | undefined> | undefined {
   return seqs.some((s) => s.req.adapter !== undefined) ? seqs.map((s) => s.req.adapter) : undefined;
+}
+
+/** The next token of `seq` sampled from `logits` (its request's parameters, else `defaults`). */
+export function sampleNext(seq: Seq, logits: Float32Array, defaults: SamplingDefaults): GeneratedToken {
+  const r = seq.req;
+  const params = {
+    temperature: r.temperature ?? defaults.temperature ?? 1,
+    topP: r.topP ?? defaults.topP ?? 1,
+    topK: r.topK ?? defaults.topK ?? 0,
+  };
+  const allowed = r.prefixChoices ? allowedNextIds(r.prefixChoices, seq.tokens) : null;
+  const token: GeneratedToken = allowed
+    ? sampleAllowed(logits, allowed, params, seq.rng)
+    : sampleToken(logits, params, seq.rng);
+  if (r.topLogprobs) token.topLogprobs = topLogprobs(logits, r.topLogprobs);
+  return token;
 }
 
 /**
@@ -111,4 +186,24 @@ export function partitionForHandOff(
   });
   taken.push(...queue.filter((s) => take(s.req)));
   return { keepActive, taken, queue: queue.filter((s) => !take(s.req)) };
+}
+
+/** Resolve a finished `seq` (produced by weights `version`), first releasing any text still held back. */
+export function settle(seq: Seq, version: number): void {
+  // A trailing incomplete character (generation cut inside a multi-byte sequence) is released as is.
+  if (!seq.stoppedByString) seq.text += seq.decoder.flush();
+  // Flush text held back for a stop string that never completed.
+  if (seq.emitted < seq.text.length && seq.tokens.length > 0) {
+    const textDelta = seq.text.slice(seq.emitted);
+    seq.emitted = seq.text.length;
+    seq.req.onToken?.({ textDelta, modelVersion: version });
+  }
+  seq.resolve({
+    promptIds: [...seq.req.promptIds],
+    tokenIds: seq.tokens.map((t) => t.id),
+    tokens: seq.tokens,
+    text: seq.text,
+    finishReason: seq.finish ?? "stop",
+    modelVersion: version,
+  });
 }
