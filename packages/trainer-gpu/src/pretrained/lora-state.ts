@@ -32,3 +32,14 @@ export const PEFT_PREFIX = "base_model.model.";
 export function peftKey(path: string, which: "A" | "B"): string {
   return `${PEFT_PREFIX}${path}.lora_${which}.weight`;
 }
+
+/**
+ * `[name, variable]` of an adapter's weights as PEFT saves them (`base_model.model.<module>.lora_A.weight`),
+ * in site order, A before B.
+ */
+export function peftNamedWeights(weights: ReadonlyMap<string, LoraWeights>): Array<[string, tf.Variable]> {
+  return [...weights.entries()].flatMap(([path, w]) => [
+    [peftKey(path, "A"), w.a],
+    [peftKey(path, "B"), w.b],
+  ]);
+}

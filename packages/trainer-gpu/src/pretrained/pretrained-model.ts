@@ -13,9 +13,10 @@ import {
 import { BaseModelView } from "./base-view.js";
 import { DEFAULT_HEAD_CHUNK_ELEMENTS } from "./chunked-head.js";
 import { decoderBlocks } from "./decoder.js";
+import { HeadWeight } from "./head-weight.js";
 import type { ArchConfig } from "./hf-config.js";
 import { decodeRows, prefillAfterRows, prefillRows } from "./incremental.js";
-import { loraTrainables, peftKey } from "./lora-state.js";
+import { loraTrainables, peftNamedWeights } from "./lora-state.js";
 import type { PretrainedModelConfig, PretrainedModelOptions } from "./model-options.js";
 import { RotaryCache } from "./rope.js";
 import type { FloatTensor } from "./safetensors.js";
@@ -56,8 +57,7 @@ export class PretrainedModel implements CausalLM {
   readonly adapters = new Map<string, LoraState>();
   private readonly rotary: RotaryCache;
   private readonly masks = new CausalMasks();
-  /** Transposed tied embedding (frozen embeddings only), with the data it was computed from. */
-  private headT: { dataId: object; tensor: tf.Tensor } | undefined;
+  private readonly headMatrix = new HeadWeight();
   private disposed = false;
   /**
    * Most logits the log-prob path materialises at once (see chunked-head.ts); lower it to cut peak memory
@@ -157,12 +157,7 @@ export class PretrainedModel implements CausalLM {
    * weights and adapters are `[in, out]`, the transpose of the file's `[out, in]`.
    */
   namedParameters(options: { trainable?: boolean } = {}): Array<[string, tf.Variable]> {
-    const adapters: Array<[string, tf.Variable]> = [...(this.lora?.weights ?? new Map()).entries()].flatMap(
-      ([path, w]) => [
-        [peftKey(path, "A"), w.a],
-        [peftKey(path, "B"), w.b],
-      ],
-    );
+    const adapters = this.lora ? peftNamedWeights(this.lora.weights) : [];
     if (options.trainable && this.lora) return adapters;
     return options.trainable ? [...this.vars.entries()] : [...this.vars.entries(), ...adapters];
   }
@@ -223,7 +218,7 @@ export class PretrainedModel implements CausalLM {
     for (const lora of this.adapters.values()) for (const w of lora.weights.values()) tf.dispose([w.a, w.b]);
     this.adapters.clear();
     this.masks.dispose();
-    this.headT?.tensor.dispose();
+    this.headMatrix.dispose();
     this.vars.clear();
   }
 
@@ -250,21 +245,10 @@ export class PretrainedModel implements CausalLM {
     return this.masks.get(T);
   }
 
-  /**
-   * @internal The output head as a `[d, V]` matrix. A tied head is `E^T`; WASM's transpose-flag matmul is
-   * very slow for this product (the largest of the model), so `E` is transposed explicitly: inside the
-   * tape while `E` is trainable (its gradient must flow), otherwise from a copy cached until `E`'s data
-   * changes.
-   */
+  /** @internal The output head as a `[d, V]` matrix (see head-weight.ts). */
   headWeight(): tf.Tensor2D {
-    if (!this.arch.tieWordEmbeddings) return this.variable("lm_head.weight") as tf.Tensor2D;
-    const e = this.variable("model.embed_tokens.weight");
-    if (e.trainable) return tf.transpose(e) as tf.Tensor2D;
-    if (this.headT?.dataId !== e.dataId) {
-      this.headT?.tensor.dispose();
-      this.headT = { dataId: e.dataId, tensor: tf.keep(tf.transpose(e)) };
-    }
-    return this.headT.tensor as tf.Tensor2D;
+    const untied = this.arch.tieWordEmbeddings ? undefined : this.variable("lm_head.weight");
+    return this.headMatrix.get(this.variable("model.embed_tokens.weight"), untied);
   }
 
   /** @internal Output logits `[rows, V]` of hidden states `h [rows, d]`. */

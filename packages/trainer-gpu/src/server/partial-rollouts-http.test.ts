@@ -4,9 +4,9 @@ import { Generator } from "../generate/generator.js";
 import type { PolicyModel } from "../model/policy-model.js";
 import { oldestServedVersion } from "../ppo/async-loop.js";
 import { proxiedRollout } from "../test-support/proxied-rollout.js";
-import { tinySetup } from "../test-support/tiny.js";
-import { PolicyServer } from "./policy-server.js";
-import { VersionedEngine } from "./version-publication.js";
+import { type VersionedServer, versionedServer } from "../test-support/versioned-server.js";
+import type { PolicyServer } from "./policy-server.js";
+import type { VersionedEngine } from "./version-publication.js";
 
 /**
  * Partial rollouts over HTTP: with `inFlight: "resume"`, a non-streamed request interrupted by a
@@ -15,8 +15,7 @@ import { VersionedEngine } from "./version-publication.js";
  * that prefix on. Behind the LLM proxy the span and the triplet carry both, and the trainer's staleness
  * counts from the older one. A streamed request keeps its version (it announced it before its first token).
  */
-type Setup = Awaited<ReturnType<typeof tinySetup>>;
-let s: Setup;
+let s: VersionedServer["s"];
 let other: PolicyModel;
 let original: PolicyModel;
 let engine: VersionedEngine;
@@ -25,25 +24,13 @@ let server: PolicyServer<VersionedEngine>;
 const MAX = 24;
 const chat = { model: "policy", messages: [{ role: "user", content: "hi" }], temperature: 0 };
 
+let setup: VersionedServer;
 beforeAll(async () => {
-  s = await tinySetup(21);
-  other = (await tinySetup(99)).model;
-  original = s.model.clone({ trainable: false }) as PolicyModel;
-  engine = new VersionedEngine(s.model, s.tokenizer, { inFlight: "resume" });
-  server = new PolicyServer({
-    model: s.model,
-    tokenizer: s.tokenizer,
-    template: s.template,
-    generator: engine,
-    modelName: "policy",
-  });
-  await server.start();
+  setup = await versionedServer({ inFlight: "resume" });
+  ({ s, other, original, engine, server } = setup);
 }, 120_000);
 
-afterAll(async () => {
-  await server?.stop();
-  engine?.dispose();
-});
+afterAll(() => setup?.stop());
 
 /**
  * Run `call` and publish new weights (alternating `other` / `original`) once it has decoded a few steps:

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PolicyModel } from "../model/policy-model.js";
 import { proxiedRollout } from "../test-support/proxied-rollout.js";
-import { tinySetup } from "../test-support/tiny.js";
-import { PolicyServer } from "./policy-server.js";
-import { VersionedEngine } from "./version-publication.js";
+import { type VersionedServer, versionedServer } from "../test-support/versioned-server.js";
+import type { PolicyServer } from "./policy-server.js";
+import type { VersionedEngine } from "./version-publication.js";
 
 /**
  * Streamed responses carry the version that generates them: the headers (with `x-agl-model-version`) go
@@ -11,8 +11,7 @@ import { VersionedEngine } from "./version-publication.js";
  * version even when a new one is published while the stream runs. Behind the LLM proxy, the span of a
  * streamed call records that version, not the proxy-level one.
  */
-type Setup = Awaited<ReturnType<typeof tinySetup>>;
-let s: Setup;
+let s: VersionedServer["s"];
 let other: PolicyModel;
 let original: PolicyModel;
 let engine: VersionedEngine;
@@ -59,25 +58,13 @@ async function stream(path: string, body: object, onChunk?: (n: number) => void)
 const chat = { messages: [{ role: "user", content: "hi" }], max_tokens: 24, ignore_eos: true, seed: 3 };
 const completion = { prompt: "hi", max_tokens: 24, ignore_eos: true, seed: 3 };
 
+let setup: VersionedServer;
 beforeAll(async () => {
-  s = await tinySetup(21);
-  other = (await tinySetup(99)).model;
-  original = s.model.clone({ trainable: false }) as PolicyModel;
-  engine = new VersionedEngine(s.model, s.tokenizer);
-  server = new PolicyServer({
-    model: s.model,
-    tokenizer: s.tokenizer,
-    template: s.template,
-    generator: engine,
-    modelName: "policy",
-  });
-  await server.start();
+  setup = await versionedServer();
+  ({ s, other, original, engine, server } = setup);
 });
 
-afterAll(async () => {
-  await server?.stop();
-  engine?.dispose();
-});
+afterAll(() => setup?.stop());
 
 describe("streamed responses and the serving version", () => {
   it("send x-agl-model-version and keep the version across a publication mid-stream", async () => {
