@@ -8,6 +8,7 @@ import {
   type LoraState,
   planAdapters,
 } from "./adapter-rows.js";
+import { decodeAttention, hasDecodeAttention } from "./decode-attention.js";
 import type { ArchConfig } from "./hf-config.js";
 import { applyRotary, groupBias, groupedAttention, rmsNorm, siluGate } from "./layers.js";
 import type { RotaryCache } from "./rope.js";
@@ -26,6 +27,9 @@ export interface DecoderWeights {
   weight(name: string): tf.Variable | undefined;
 }
 
+/** Switch for the fused decode-attention kernel (tests and benchmarks compare it with the op-by-op path). */
+export const fusedDecodeAttention = { enabled: true };
+
 function need(m: DecoderWeights, name: string): tf.Variable {
   const v = m.weight(name);
   if (!v) throw new Error(`No weight "${name}"`);
@@ -42,7 +46,8 @@ function linear(m: DecoderWeights, x: tf.Tensor, path: string, adapters: Adapter
 
 /**
  * Run the decoder layers on embedded tokens `x [B*T,d]` at `positions`; `bias` masks attention scores;
- * `adapters` selects the LoRA adapters, for the whole batch or per row (see adapter-rows.ts).
+ * `adapters` selects the LoRA adapters, for the whole batch or per row (see adapter-rows.ts). `inference`:
+ * no gradient will be taken (generation), which allows kernels without one.
  */
 export function decoderBlocks(
   m: DecoderWeights,
@@ -54,6 +59,7 @@ export function decoderBlocks(
   bias: tf.Tensor,
   choice: AdapterChoice,
   past?: LayerKV[],
+  inference = false,
 ): { h: tf.Tensor2D; kv: LayerKV[] } {
   const a = m.arch;
   const adapters = planAdapters(m.adapters, choice, B, T);
@@ -61,8 +67,16 @@ export function decoderBlocks(
   const { cos, sin } = rotary.tables(positions, B, T);
   const attnBias = groupBias(bias, H / Hkv);
   const heads = (t: tf.Tensor, n: number) => tf.reshape(t, [B, T, n, dh]);
-  const toBHTD = (t: tf.Tensor) => tf.transpose(t, [0, 2, 1, 3]) as tf.Tensor4D;
+  // With one position per row, [B,1,n,dh] and [B,n,1,dh] hold the same order: a reshape, not a copy.
+  const toBHTD = (t: tf.Tensor) =>
+    (T === 1
+      ? tf.reshape(t, [B, t.shape[2] as number, 1, dh])
+      : tf.transpose(t, [0, 2, 1, 3])) as tf.Tensor4D;
   const kv: LayerKV[] = [];
+  // One new token per row against a cache (a decode step): the fused kernel where the backend has it. It
+  // has no gradient, so only callers that never differentiate (`inference`: generation) take it.
+  const fused =
+    inference && T === 1 && past !== undefined && fusedDecodeAttention.enabled && hasDecodeAttention(dh);
   let h: tf.Tensor = x;
   for (let l = 0; l < a.numLayers; l++) {
     const p = `model.layers.${l}`;
@@ -83,8 +97,10 @@ export function decoderBlocks(
       vr = tf.concat([prev.v, vr], 2);
     }
     kv.push({ k: kr, v: vr });
-    const attn = groupedAttention(qr, kr, vr, attnBias, 1 / Math.sqrt(dh));
-    const merged = tf.reshape(tf.transpose(attn, [0, 2, 1, 3]), [B * T, H * dh]);
+    const attn = fused
+      ? decodeAttention(qr, kr, vr, attnBias, 1 / Math.sqrt(dh))
+      : groupedAttention(qr, kr, vr, attnBias, 1 / Math.sqrt(dh));
+    const merged = tf.reshape(T === 1 ? attn : tf.transpose(attn, [0, 2, 1, 3]), [B * T, H * dh]);
     h = tf.add(h, linear(m, merged, `${p}.self_attn.o_proj`, adapters));
     const xn2 = rmsNorm(h, need(m, `${p}.post_attention_layernorm.weight`), eps);
     const act = siluGate(

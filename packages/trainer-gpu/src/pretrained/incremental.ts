@@ -31,7 +31,16 @@ export function decodeRows(
   for (const p of positions) checkLength(p + 1, model.config.contextLength);
   const result = tf.tidy(() => {
     const pos = Int32Array.from(positions);
-    const { h, kv } = model.blocks(model.embed(Int32Array.from(tokens)), S, 1, pos, keyBias, adapters, cache);
+    const { h, kv } = model.blocks(
+      model.embed(Int32Array.from(tokens)),
+      S,
+      1,
+      pos,
+      keyBias,
+      adapters,
+      cache,
+      true,
+    );
     return { logits: model.head(h), kv: kv.map((e) => ({ k: e.k, v: e.v })) };
   });
   const logits = Float32Array.from(result.logits.dataSync() as Float32Array);
@@ -76,7 +85,7 @@ export function prefillAfterRows(
     // The new positions see every prefix key and each other causally: rows L..T-1 of the causal mask.
     const mask = model.causalMask(T);
     const bias = L === 0 ? mask : tf.slice(mask, [0, 0, L, 0], [1, 1, S, T]);
-    const { h, kv } = model.blocks(model.embed(flat), n, S, positions, bias, adapters, past);
+    const { h, kv } = model.blocks(model.embed(flat), n, S, positions, bias, adapters, past, true);
     const last = tf.reshape(tf.slice(tf.reshape(h, [n, S, d]), [0, S - 1, 0], [n, 1, d]), [n, d]);
     return { logits: model.head(last), kv: kv.map((e) => ({ k: e.k, v: e.v })) };
   });

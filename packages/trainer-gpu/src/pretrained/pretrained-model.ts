@@ -231,13 +231,14 @@ export class PretrainedModel implements CausalLM {
     bias: tf.Tensor,
     adapters: AdapterChoice,
     past?: LayerKV[],
+    inference = false,
   ): { h: tf.Tensor2D; kv: LayerKV[] } {
     const weights = {
       arch: this.arch,
       adapters: this.adapters,
       weight: (name: string) => this.vars.get(name),
     };
-    return decoderBlocks(weights, this.rotary, x, B, T, positions, bias, adapters, past);
+    return decoderBlocks(weights, this.rotary, x, B, T, positions, bias, adapters, past, inference);
   }
 
   /** @internal The additive causal mask `[1,1,T,T]` (cached; do not dispose). */

@@ -1,0 +1,141 @@
+import * as tf from "@tensorflow/tfjs";
+import { DECODE_ATTENTION_WASM } from "./decode-attention-wasm.js";
+
+/**
+ * Attention of one new token per row against its KV cache as one kernel on the wasm backend: `q.K^T`
+ * with the scale and the bias, the softmax and `p.V` for every query head, reading grouped key/value
+ * heads in place (no repeat, no transpose, no intermediate tensors). tfjs-wasm runs the op-by-op path's
+ * two batched products (`[g, dh] x [dh, L]` per row and key head) in its scalar per-batch loop, about as
+ * slow as plain JavaScript; here the products are WebAssembly SIMD loops (decode-attention.wat, run on the
+ * backend's own memory) and the softmax runs in JavaScript over the scores in place. Inference only (no
+ * gradient): `decoderBlocks` takes it for single-token steps against a cache.
+ */
+
+export const DECODE_ATTENTION_KERNEL = "AglDecodeAttention";
+
+/** tfjs-backend-wasm's `BackendWasm`, as far as this kernel reads it. */
+interface WasmBackend {
+  wasm: {
+    asm: { memory: WebAssembly.Memory };
+    HEAPU8: Uint8Array;
+    _malloc(bytes: number): number;
+    _free(ptr: number): void;
+  };
+  dataIdMap: { get(dataId: object): { memoryOffset: number } };
+  makeOutput(shape: number[], dtype: tf.DataType): tf.TensorInfo;
+}
+
+type ScoresFn = (
+  q: number,
+  k: number,
+  bias: number,
+  out: number,
+  B: number,
+  H: number,
+  Hkv: number,
+  L: number,
+  dh: number,
+  biasStride: number,
+  scale: number,
+) => void;
+type WeightedFn = (
+  p: number,
+  v: number,
+  out: number,
+  B: number,
+  H: number,
+  Hkv: number,
+  L: number,
+  dh: number,
+) => void;
+
+const instances = new WeakMap<WebAssembly.Memory, { scores: ScoresFn; weighted: WeightedFn }>();
+let compiled: WebAssembly.Module | undefined;
+
+/** The kernels instantiated on `memory` (once per backend heap; a grown heap is the same Memory). */
+function kernelsOn(memory: WebAssembly.Memory): { scores: ScoresFn; weighted: WeightedFn } {
+  let k = instances.get(memory);
+  if (!k) {
+    compiled ??= new WebAssembly.Module(Buffer.from(DECODE_ATTENTION_WASM, "base64"));
+    const exports = new WebAssembly.Instance(compiled, { env: { memory } }).exports;
+    k = { scores: exports.scores as ScoresFn, weighted: exports.weighted as WeightedFn };
+    instances.set(memory, k);
+  }
+  return k;
+}
+
+/** Softmax in place over each run of `L` values of `p` (float64 sums). */
+function softmaxRows(p: Float32Array, L: number): void {
+  for (let o = 0; o < p.length; o += L) {
+    let max = Number.NEGATIVE_INFINITY;
+    for (let t = o; t < o + L; t++) if ((p[t] as number) > max) max = p[t] as number;
+    let sum = 0;
+    for (let t = o; t < o + L; t++) {
+      const e = Math.exp((p[t] as number) - max);
+      p[t] = e;
+      sum += e;
+    }
+    for (let t = o; t < o + L; t++) p[t] = (p[t] as number) / sum;
+  }
+}
+
+function wasmKernel(args: { inputs: tf.NamedTensorInfoMap; backend: unknown; attrs?: tf.NamedAttrMap }) {
+  const { q, k, v, bias } = args.inputs as Record<"q" | "k" | "v" | "bias", tf.TensorInfo>;
+  const be = args.backend as WasmBackend;
+  const [B, H, T, dh] = q.shape as [number, number, number, number];
+  const [, Hkv, L] = k.shape as [number, number, number];
+  const biasRows = bias.shape[0] as number;
+  if (T !== 1 || bias.shape[bias.shape.length - 1] !== L || (biasRows !== 1 && biasRows !== B))
+    throw new Error(`${DECODE_ATTENTION_KERNEL}: one query per row and a bias [B|1,1,1,${L}]`);
+  const kernels = kernelsOn(be.wasm.asm.memory);
+  const out = be.makeOutput(q.shape, "float32");
+  const at = (t: tf.TensorInfo) => be.dataIdMap.get(t.dataId).memoryOffset;
+  const scores = be.wasm._malloc(B * H * L * 4);
+  try {
+    kernels.scores(
+      at(q),
+      at(k),
+      at(bias),
+      scores,
+      B,
+      H,
+      Hkv,
+      L,
+      dh,
+      biasRows === 1 ? 0 : L,
+      args.attrs?.scale as number,
+    );
+    // A view taken now: nothing allocates between here and its last use.
+    softmaxRows(new Float32Array(be.wasm.HEAPU8.buffer, scores, B * H * L), L);
+    kernels.weighted(scores, at(v), at(out), B, H, Hkv, L, dh);
+  } finally {
+    be.wasm._free(scores);
+  }
+  return out;
+}
+
+/** Whether the active backend runs the kernel for head size `dh` (registering it on first use). */
+export function hasDecodeAttention(dh: number): boolean {
+  if (tf.getBackend() !== "wasm" || dh % 4 !== 0) return false;
+  if (!tf.getKernel(DECODE_ATTENTION_KERNEL, "wasm"))
+    tf.registerKernel({
+      kernelName: DECODE_ATTENTION_KERNEL,
+      backendName: "wasm",
+      kernelFunc: wasmKernel as tf.KernelFunc,
+    });
+  return true;
+}
+
+/**
+ * Attention `[B,H,1,dh]` of `q [B,H,1,dh]` against `k, v [B,Hkv,L,dh]` with the additive `bias
+ * [B|1,1,1,L]`, where `hasDecodeAttention(dh)` holds; float32 inputs.
+ */
+export function decodeAttention(
+  q: tf.Tensor4D,
+  k: tf.Tensor4D,
+  v: tf.Tensor4D,
+  bias: tf.Tensor,
+  scale: number,
+): tf.Tensor4D {
+  return tf.engine().runKernel(DECODE_ATTENTION_KERNEL, { q, k, v, bias }, { scale }) as tf.Tensor4D;
+}
