@@ -2,7 +2,7 @@ import * as tf from "@tensorflow/tfjs";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { selectBackend } from "../backend/select.js";
-import { decodeAttention, hasDecodeAttention } from "./decode-attention.js";
+import { DECODE_ATTENTION_KERNEL, decodeAttention, hasDecodeAttention } from "./decode-attention.js";
 import { fusedDecodeAttention } from "./decoder.js";
 import { parseHfConfig } from "./hf-config.js";
 import { groupedAttention } from "./layers.js";
@@ -127,7 +127,7 @@ describe("fused decode attention (wasm)", () => {
     );
   });
 
-  it("a batched decode step of a model gives the same logits and cache with and without it", () => {
+  it("a batched decode step of a model gives the same logits and cache with and without it", async () => {
     const { arch } = parseHfConfig(
       randomCheckpointConfig({ family: "qwen2", seed: 3, numHeads: 4, numKvHeads: 2, vocabSize: 300 }),
     );
@@ -137,22 +137,29 @@ describe("fused decode attention (wasm)", () => {
       [8, 8, 100, 3, 2],
       [250, 1, 77, 30, 6],
     ];
-    const step = (fused: boolean) => {
+    const step = async (fused: boolean) => {
       fusedDecodeAttention.enabled = fused;
       try {
         const { cache } = model.prefillMany(prompts);
         // Row 1 has two padded columns, as a shorter prompt in the right-aligned batch cache would.
         const bias = tf.tensor4d([0, 0, 0, 0, 0, 0, -1e9, -1e9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], [3, 1, 1, 6]);
-        const r = model.decodeStep([4, 50, 99], [5, 5, 5], cache, bias);
+        let r!: ReturnType<typeof model.decodeStep>;
+        const { kernelNames: kernels } = await tf.profile(() => {
+          r = model.decodeStep([4, 50, 99], [5, 5, 5], cache, bias);
+          return [];
+        });
         const kv = r.cache.map((c) => [c.k.dataSync().slice(), c.v.dataSync().slice()]);
         tf.dispose([bias, ...cache.flatMap((c) => [c.k, c.v]), ...r.cache.flatMap((c) => [c.k, c.v])]);
-        return { logits: r.logits, kv };
+        return { logits: r.logits, kv, kernels };
       } finally {
         fusedDecodeAttention.enabled = true;
       }
     };
-    const a = step(true);
-    const b = step(false);
+    const a = await step(true);
+    const b = await step(false);
+    // The comparison is between the two paths: the kernel ran in one and not in the other.
+    expect(a.kernels).toContain(DECODE_ATTENTION_KERNEL);
+    expect(b.kernels).not.toContain(DECODE_ATTENTION_KERNEL);
     expect(maxDiff(a.logits, b.logits)).toBeLessThan(1e-4);
     // The first layer's new keys/values come before any attention: identical. Later layers' differ by the
     // rounding of the attention outputs beneath them.

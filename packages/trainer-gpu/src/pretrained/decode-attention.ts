@@ -49,16 +49,24 @@ type WeightedFn = (
   dh: number,
 ) => void;
 
-const instances = new WeakMap<WebAssembly.Memory, { scores: ScoresFn; weighted: WeightedFn }>();
+type Kernels = { scores: ScoresFn; weighted: WeightedFn };
+const instances = new WeakMap<WebAssembly.Memory, Kernels | null>();
 let compiled: WebAssembly.Module | undefined;
 
-/** The kernels instantiated on `memory` (once per backend heap; a grown heap is the same Memory). */
-function kernelsOn(memory: WebAssembly.Memory): { scores: ScoresFn; weighted: WeightedFn } {
+/**
+ * The kernels instantiated on `memory` (once per backend heap; a grown heap is the same Memory), or null
+ * where they cannot run on it (a shared memory of a multi-threaded build, no SIMD support).
+ */
+function kernelsOn(memory: WebAssembly.Memory): Kernels | null {
   let k = instances.get(memory);
-  if (!k) {
-    compiled ??= new WebAssembly.Module(Buffer.from(DECODE_ATTENTION_WASM, "base64"));
-    const exports = new WebAssembly.Instance(compiled, { env: { memory } }).exports;
-    k = { scores: exports.scores as ScoresFn, weighted: exports.weighted as WeightedFn };
+  if (k === undefined) {
+    try {
+      compiled ??= new WebAssembly.Module(Buffer.from(DECODE_ATTENTION_WASM, "base64"));
+      const exports = new WebAssembly.Instance(compiled, { env: { memory } }).exports;
+      k = { scores: exports.scores as ScoresFn, weighted: exports.weighted as WeightedFn };
+    } catch {
+      k = null;
+    }
     instances.set(memory, k);
   }
   return k;
@@ -87,7 +95,7 @@ function wasmKernel(args: { inputs: tf.NamedTensorInfoMap; backend: unknown; att
   const biasRows = bias.shape[0] as number;
   if (T !== 1 || bias.shape[bias.shape.length - 1] !== L || (biasRows !== 1 && biasRows !== B))
     throw new Error(`${DECODE_ATTENTION_KERNEL}: one query per row and a bias [B|1,1,1,${L}]`);
-  const kernels = kernelsOn(be.wasm.asm.memory);
+  const kernels = kernelsOn(be.wasm.asm.memory) as Kernels;
   const out = be.makeOutput(q.shape, "float32");
   const at = (t: tf.TensorInfo) => be.dataIdMap.get(t.dataId).memoryOffset;
   const scores = be.wasm._malloc(B * H * L * 4);
@@ -117,6 +125,7 @@ function wasmKernel(args: { inputs: tf.NamedTensorInfoMap; backend: unknown; att
 /** Whether the active backend runs the kernel for head size `dh` (registering it on first use). */
 export function hasDecodeAttention(dh: number): boolean {
   if (tf.getBackend() !== "wasm" || dh % 4 !== 0) return false;
+  if (!kernelsOn((tf.backend() as unknown as WasmBackend).wasm.asm.memory)) return false;
   if (!tf.getKernel(DECODE_ATTENTION_KERNEL, "wasm"))
     tf.registerKernel({
       kernelName: DECODE_ATTENTION_KERNEL,
