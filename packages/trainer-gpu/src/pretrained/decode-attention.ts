@@ -25,29 +25,10 @@ interface WasmBackend {
   makeOutput(shape: number[], dtype: tf.DataType): tf.TensorInfo;
 }
 
-type ScoresFn = (
-  q: number,
-  k: number,
-  bias: number,
-  out: number,
-  B: number,
-  H: number,
-  Hkv: number,
-  L: number,
-  dh: number,
-  biasStride: number,
-  scale: number,
-) => void;
-type WeightedFn = (
-  p: number,
-  v: number,
-  out: number,
-  B: number,
-  H: number,
-  Hkv: number,
-  L: number,
-  dh: number,
-) => void;
+/** Rows, query heads, key/value heads, cached positions, head size. */
+type Dims = [B: number, H: number, Hkv: number, L: number, dh: number];
+type ScoresFn = (q: number, k: number, bias: number, out: number, ...rest: [...Dims, number, number]) => void;
+type WeightedFn = (p: number, v: number, out: number, ...dims: Dims) => void;
 
 type Kernels = { scores: ScoresFn; weighted: WeightedFn };
 const instances = new WeakMap<WebAssembly.Memory, Kernels | null>();
