@@ -25,6 +25,7 @@ export { type SpanEvictionOptions, SpanEvictionOptionsSchema } from "./store/mem
 export * from "./store/memory-store.js";
 export * from "./store/query.js";
 export * from "./store/query-schemas.js";
+export { isCanonicalSpan } from "./store/span-input.js";
 export * from "./store/span-sanitize.js";
 export * from "./store/state-machine.js";
 export type * from "./store/store.js";

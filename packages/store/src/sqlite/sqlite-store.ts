@@ -1,7 +1,8 @@
 /**
  * SqliteLightningStore: the LightningStore in one SQLite file (better-sqlite3), the embedded default
- * whenever a path is given. WAL with synchronous=NORMAL, versioned migrations, one IMMEDIATE
- * transaction around every change (so several processes can share the file), and the status logic of
+ * whenever a path is given. WAL with synchronous=NORMAL, versioned migrations, IMMEDIATE transactions
+ * (so several processes can share the file) that group-commit the writes of one event-loop turn, a
+ * savepoint each (batched-writes.ts), and the status logic of
  * @agl/core's state machine through RolloutMutation, exactly like the in-memory store. Validation and
  * the read side come from DurableStoreBase; this file holds the SQLite transactions.
  */
@@ -44,6 +45,7 @@ import {
   IdSchema,
   StartRolloutSchema,
 } from "../shared/schemas.js";
+import { BatchedWrites } from "./batched-writes.js";
 import { migrateSqlite } from "./migrations.js";
 import type { RolloutRow } from "./rows.js";
 import { SqliteDb } from "./sqlite-db.js";
@@ -70,6 +72,7 @@ export class SqliteLightningStore extends DurableStoreBase implements LightningS
   readonly path: string;
   private readonly db: Database.Database;
   private readonly data: SqliteDb;
+  private readonly writes: BatchedWrites;
   protected readonly queries: SqliteQueries;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
@@ -80,6 +83,7 @@ export class SqliteLightningStore extends DurableStoreBase implements LightningS
     this.path = path;
     this.db = db;
     this.data = new SqliteDb(db);
+    this.writes = new BatchedWrites(db);
     this.queries = new SqliteQueries(this.data);
     // Deadlines left in the file (a reopen) or written by other processes.
     this.watchdog.learned(this.data.stmt.earliestDeadline.get()?.earliest ?? null);
@@ -92,13 +96,17 @@ export class SqliteLightningStore extends DurableStoreBase implements LightningS
     return this.data;
   }
 
-  /** Run `fn` in an IMMEDIATE transaction, then publish its effects (waiters, watchdog). */
-  private write<T>(fn: (db: SqliteDb, effects: Effects) => T): T {
+  /**
+   * Run `fn` in the next group-committed IMMEDIATE transaction (batched-writes.ts), then publish its
+   * effects (waiters, watchdog); resolves once committed.
+   */
+  private write<T>(fn: (db: SqliteDb, effects: Effects) => T): Promise<T> {
     const db = this.enter();
     const effects = newEffects();
-    const result = this.db.transaction(() => fn(db, effects)).immediate();
-    this.publish(effects);
-    return result;
+    return this.writes.run(
+      () => fn(db, effects),
+      () => this.publish(effects),
+    );
   }
 
   private persist(
@@ -239,15 +247,18 @@ export class SqliteLightningStore extends DurableStoreBase implements LightningS
 
   // --- hooks of DurableStoreBase
 
-  protected saveResources(id: string | null, resources: NamedResources): ResourcesUpdate {
+  protected saveResources(id: string | null, resources: NamedResources): Promise<ResourcesUpdate> {
     return this.write(() => this.queries.putResources(id, resources, nowSeconds()));
   }
 
-  protected saveHeartbeat(workerId: string, stats: Record<string, unknown> | null | undefined): Worker {
+  protected saveHeartbeat(
+    workerId: string,
+    stats: Record<string, unknown> | null | undefined,
+  ): Promise<Worker> {
     return this.write(() => this.queries.heartbeatWorker(workerId, stats, nowSeconds()));
   }
 
-  protected writeSpans(spans: Span[]): Span[] {
+  protected writeSpans(spans: Span[]): Promise<Span[]> {
     return this.write((db, effects) => this.storeSpans(db, effects, spans));
   }
 
@@ -261,7 +272,7 @@ export class SqliteLightningStore extends DurableStoreBase implements LightningS
     aid: string,
     span: ReadableSpan,
     seq: number | undefined,
-  ): Span | null {
+  ): Promise<Span | null> {
     return this.write((db, effects) => {
       db.attempt(db.load(rid), aid);
       const converted = spanFromReadable(span, {
@@ -274,11 +285,14 @@ export class SqliteLightningStore extends DurableStoreBase implements LightningS
     });
   }
 
-  protected reserveSequences(counts: Map<string, number>): Map<string, number> {
+  protected reserveSequences(counts: Map<string, number>): Promise<Map<string, number>> {
     return this.write((db) => new Map([...counts].map(([rid, n]) => [rid, db.allocateSequences(rid, n)])));
   }
 
   async close(): Promise<void> {
-    if (this.shutDown()) this.db.close();
+    if (!this.shutDown()) return;
+    // Writes already asked for are committed (and answered) before the file closes.
+    this.writes.flush();
+    this.db.close();
   }
 }
