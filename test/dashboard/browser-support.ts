@@ -3,6 +3,7 @@ import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { type Browser, chromium, type Page } from "playwright-core";
+import { expect } from "vitest";
 
 export const CHROMIUM = process.env.AGL_CHROMIUM ?? "/usr/bin/chromium";
 /** Screenshots for humans; the folder is git-ignored. */
@@ -65,4 +66,22 @@ export async function openPage(browser: Browser, token: string | null): Promise<
     );
   });
   return page;
+}
+
+/** Pages a test file opens, so that its `afterAll` can check every one for page errors and CSP violations. */
+export class TrackedPages {
+  private readonly pages: Page[] = [];
+
+  async open(browser: Browser, token: string | null): Promise<Page> {
+    const page = await openPage(browser, token);
+    this.pages.push(page);
+    return page;
+  }
+
+  expectClean(): void {
+    for (const p of this.pages) {
+      expect(pageErrors.get(p), "uncaught errors in the page").toEqual([]);
+      expect(cspViolations.get(p), "Content-Security-Policy violations").toEqual([]);
+    }
+  }
 }

@@ -2,22 +2,20 @@
  * The dashboard in a real headless Chromium against a real store server (SQLite) holding a real agent
  * run through the LLM proxy (see seed.ts): login on 401, rollouts table with server-side paging,
  * filters and search, a rollout's messages, tool calls and triplet tokens, resources without keys,
- * workers, training curves, and the empty / unreachable / no-spans states. Screenshots go to
- * .screenshots/dashboard/ (git-ignored).
+ * workers, training curves, the unreachable and no-spans states (other stores:
+ * browser-other-stores.test.ts). Screenshots go to .screenshots/dashboard/ (git-ignored).
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { LightningStore } from "@agl/core";
-import { InMemoryLightningStore } from "@agl/core";
 import { mockEncode } from "@agl/core/mock-llm";
 import { createDashboardApp, startDashboardServer } from "@agl/dashboard";
 import { openStore, type StoreServer, startStoreServer } from "@agl/store";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startPythonStoreServer } from "../../packages/client/src/test-support/python-agl/index.js";
 import { buildDashboardAssets } from "../../packages/dashboard/src/build/build-assets.js";
-import { cspViolations, launchChromium, openPage, pageErrors, screenshot } from "./browser-support.js";
+import { cspViolations, launchChromium, screenshot, TrackedPages } from "./browser-support.js";
 import {
   CHAT_QUESTION,
   REACT_OBSERVATION,
@@ -38,13 +36,8 @@ let store: LightningStore;
 let server: StoreServer;
 let browser: Browser;
 let seed: SeedSummary;
-const pages: Page[] = [];
-
-async function page(token: string | null = TOKEN): Promise<Page> {
-  const p = await openPage(browser, token);
-  pages.push(p);
-  return p;
-}
+const pages = new TrackedPages();
+const page = (token: string | null = TOKEN): Promise<Page> => pages.open(browser, token);
 
 const rowIds = (p: Page) =>
   p.getByTestId("rollout-row").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-rollout-id")));
@@ -92,10 +85,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const p of pages) {
-    expect(pageErrors.get(p), "uncaught errors in the page").toEqual([]);
-    expect(cspViolations.get(p), "Content-Security-Policy violations").toEqual([]);
-  }
+  pages.expectClean();
   await browser?.close();
   await server?.close();
   await store?.close();
@@ -384,69 +374,7 @@ describe("dashboard served by agl-store", () => {
   });
 });
 
-describe("other states", () => {
-  it("an empty store says it is empty; a store without a metrics file says so", async () => {
-    const empty = new InMemoryLightningStore({ watchdog: false });
-    const emptyServer = await startStoreServer({
-      store: empty,
-      port: 0,
-      logger: quiet,
-      dashboard: createDashboardApp({ assetsDir }),
-    });
-    try {
-      const p = await page(null);
-      await p.goto(`${emptyServer.url}/dashboard/`);
-      await p.getByTestId("state-empty").waitFor();
-      await screenshot(p, "11-empty-store");
-      await p.goto(`${emptyServer.url}/dashboard/#/training`);
-      await p.getByTestId("state-no-metrics").waitFor();
-      await p.goto(`${emptyServer.url}/dashboard/#/workers`);
-      await p.getByTestId("state-no-workers").waitFor();
-    } finally {
-      await emptyServer.close();
-      await empty.close();
-    }
-  });
-
-  it("against a Python Agent Lightning server, mode and data id narrow the current page and say so", async () => {
-    const python = await startPythonStoreServer();
-    await python.store.enqueueManyRollouts(
-      Array.from({ length: 70 }, (_, i) => ({
-        input: { i },
-        mode: i % 3 === 0 ? ("train" as const) : ("val" as const),
-        metadata: { data_id: `d-${i}` },
-      })),
-    );
-    const standalone = await startDashboardServer({ storeUrl: python.url, port: 0, assetsDir });
-    try {
-      const p = await page(null);
-      await p.goto(standalone.url);
-      await p.getByTestId("rollouts-table").waitFor();
-      await p.getByText("page 1 of 2 · 70 total").waitFor();
-      const modeCells = () => p.locator("[data-testid=rollout-row] td:nth-child(3)").allTextContents();
-      const pageIds = await rowIds(p);
-      const before = await modeCells();
-      const trainIds = pageIds.filter((_, i) => before[i] === "train");
-      expect(trainIds.length).toBeGreaterThan(0);
-      expect(trainIds.length).toBeLessThan(50);
-      await expect(p.getByTestId("mode-filter").locator("option").first().textContent()).resolves.toBe(
-        "any mode (this page)",
-      );
-      await p.getByTestId("mode-filter").selectOption("train");
-      await p.waitForFunction(() => location.hash.includes("mode=train"));
-      await expect.poll(() => rowIds(p)).toEqual(trainIds);
-      // the store's paging and total are unchanged; the note says rows were hidden on this page only
-      await expect(p.getByTestId("page-info").textContent()).resolves.toBe("page 1 of 2 · 70 total");
-      await expect(p.getByTestId("page-filter-note").textContent()).resolves.toContain(
-        `${50 - trainIds.length} of 50 rows on this page hidden`,
-      );
-      await screenshot(p, "13-python-store-page-filter");
-    } finally {
-      await standalone.close();
-      await python.close();
-    }
-  });
-
+describe("agl-dashboard standalone", () => {
   it("agl-dashboard standalone: forwards to the store with the token, and says when the store is unreachable", async () => {
     const standalone = await startDashboardServer({ storeUrl: server.url, port: 0, assetsDir });
     const dead = await startDashboardServer({

@@ -1,4 +1,4 @@
-import type { Rollout } from "@agl/core";
+import { InvalidArgumentError, type Rollout } from "@agl/core";
 import {
   adaptRollout,
   CollectAbortedError,
@@ -45,6 +45,12 @@ export async function runAsyncLoop<T>(
   if (!server.publish) {
     throw new Error(
       "max_staleness > 0 needs a server that publishes weights without a stop: the default in-process server or externalEngine (not a worker pool's serve)",
+    );
+  }
+  if (rollout.partial_rollouts && server.inFlight !== "resume") {
+    throw new InvalidArgumentError(
+      "config.actor_rollout_ref.rollout.partial_rollouts",
+      "the serving engine cannot move generations in flight to new weights (it finishes them on their version); the default in-process server can, vLLM cannot",
     );
   }
   const publish = server.publish.bind(server);

@@ -28,6 +28,20 @@ describe("PPO config", () => {
     expect(c.trainer.test_freq).toBe(2);
   });
 
+  it("partial_rollouts: off by default; on needs max_staleness > 0, named in the error", () => {
+    expect(parsePPOConfig({}).actor_rollout_ref.rollout.partial_rollouts).toBe(false);
+    const bad = () => parsePPOConfig({ actor_rollout_ref: { rollout: { partial_rollouts: true } } });
+    expect(bad).toThrow(InvalidArgumentError);
+    expect(bad).toThrow(/partial_rollouts.*max_staleness > 0/);
+    const ok = parsePPOConfig({
+      actor_rollout_ref: {
+        rollout: { max_staleness: 1, partial_rollouts: true },
+        actor: { tis_imp_ratio_cap: 2 },
+      },
+    });
+    expect(ok.actor_rollout_ref.rollout.partial_rollouts).toBe(true);
+  });
+
   it("max_staleness: 0 by default; k > 0 needs the truncated-IS cap, named in the error", () => {
     expect(parsePPOConfig({}).actor_rollout_ref.rollout.max_staleness).toBe(0);
     const bad = () => parsePPOConfig({ actor_rollout_ref: { rollout: { max_staleness: 1 } } });

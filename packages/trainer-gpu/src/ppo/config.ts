@@ -226,6 +226,14 @@ const RolloutSchema = z.strictObject({
    * lateness. Needs `actor.tis_imp_ratio_cap` (the off-policy correction).
    */
   max_staleness: z.number().int().min(0).default(0),
+  /**
+   * Partial rollouts (needs max_staleness > 0): at each publication the engine moves every non-streamed
+   * generation in flight to the new weights at its next decode step, instead of finishing it on the
+   * version it started on (see `VersionedEngine`'s `inFlight: "resume"`). Tokens keep the log-probs they
+   * were sampled with; staleness counts from the version a request started on. Needs an engine that can
+   * do it: the default in-process server can, vLLM (`externalEngine`) cannot.
+   */
+  partial_rollouts: z.boolean().default(false),
 });
 
 const ActorSchema = z.strictObject({
@@ -331,6 +339,14 @@ export function parsePPOConfig(input: PPOConfigInput | unknown = {}): PPOConfig 
     throw new InvalidArgumentError(
       "config.actor_rollout_ref.actor.tis_imp_ratio_cap",
       "must be set (e.g. 2) when actor_rollout_ref.rollout.max_staleness > 0: stale rollouts are weighted by it",
+    );
+  }
+  const rollout = config.actor_rollout_ref.rollout;
+  if (rollout.partial_rollouts && rollout.max_staleness === 0) {
+    // The synchronous loop publishes only between steps, when nothing is in flight.
+    throw new InvalidArgumentError(
+      "config.actor_rollout_ref.rollout.partial_rollouts",
+      "needs actor_rollout_ref.rollout.max_staleness > 0: the synchronous loop never publishes while a rollout is in flight",
     );
   }
   return config;

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { silentLogger } from "@agl/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MetricsRecord } from "./metrics-log.js";
+import { type ServeFn, type ServeOptions, type ServingHandle, servePolicy } from "./serving.js";
 import { useCpuBackend } from "./test-support/tf-cpu.js";
 import { type TinyRunOptions, tinyRun } from "./test-support/tiny-run.js";
 import { weightsDigest } from "./test-support/weights-digest.js";
@@ -92,5 +93,32 @@ describe("asynchronous PPO", () => {
     expect(train.every((r) => r.status === "succeeded")).toBe(true);
     const slowOnes = train.filter((r) => (r.metadata as { sample_index: number }).sample_index === slow);
     expect(slowOnes.length).toBeGreaterThan(0);
+  });
+
+  it("partial_rollouts: the in-process engine is asked to resume generations in flight; an engine that cannot is refused", async () => {
+    const asked: ServeOptions[] = [];
+    const handles: ServingHandle[] = [];
+    const recording: ServeFn = async (policy, options) => {
+      asked.push(options);
+      const handle = await servePolicy(policy, options);
+      handles.push(handle);
+      return handle;
+    };
+    const rollout = { max_staleness: 1, partial_rollouts: true };
+    const { result } = await run("partial", { actor: { tis_imp_ratio_cap: 2 }, rollout, serve: recording });
+    expect(result.stepsCompleted).toBe(3);
+    expect(asked.map((o) => [o.publication, o.inFlight])).toEqual([["snapshot", "resume"]]);
+    expect(handles[0]!.inFlight).toBe("resume");
+    for (const { metrics } of result.history.filter((h) => "training/n_rollouts" in h.metrics)) {
+      expect(metrics["async/staleness/max"]).toBeLessThanOrEqual(1);
+    }
+
+    // An engine that publishes but finishes every request on its version (as vLLM does) cannot do it.
+    const finishing: ServeFn = async (policy, options) => ({
+      ...(await servePolicy(policy, { ...options, inFlight: "finish" })),
+    });
+    await expect(
+      run("partial-refused", { actor: { tis_imp_ratio_cap: 2 }, rollout, serve: finishing }),
+    ).rejects.toThrow(/partial_rollouts: the serving engine cannot move generations in flight/);
   });
 });

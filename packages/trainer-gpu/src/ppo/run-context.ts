@@ -157,7 +157,11 @@ export async function setupRun<T>(context: AlgorithmContext<T>, o: RunSetupOptio
   };
 
   const serve = o.serve ?? o.workers?.serve ?? servePolicy;
-  const server = await serve(o.policy, { modelName, publication: o.asyncLoop ? "snapshot" : "swap" });
+  const server = await serve(o.policy, {
+    modelName,
+    publication: o.asyncLoop ? "snapshot" : "swap",
+    inFlight: c.actor_rollout_ref.rollout.partial_rollouts ? "resume" : "finish",
+  });
   // Control routes are guarded by a per-run admin token; LLM routes require a token scoped to the
   // calling attempt, which the runners mint with `proxyTokenSecret` (see runnerCredentials) and hand
   // to the agent as its ProxyLLM's api_key, so no agent can write into another rollout's trace.

@@ -40,6 +40,11 @@ export interface ServingHandle {
    * started with `publication: "snapshot"` and can do it.
    */
   publish?(): Promise<string | number>;
+  /**
+   * What `publish` does to generations in flight: "finish" them on their version (the default when
+   * absent) or "resume" them on the new one (partial rollouts). Reports what the engine really does.
+   */
+  inFlight?: "finish" | "resume";
   close(): Promise<void>;
 }
 
@@ -52,6 +57,12 @@ export interface ServeOptions {
    * weights and implement `publish`.
    */
   publication?: "swap" | "snapshot";
+  /**
+   * With "snapshot": what a publication does to generations in flight (`VersionedEngine`'s `inFlight`).
+   * "resume" is `rollout.partial_rollouts`; an engine that cannot do it leaves `ServingHandle.inFlight`
+   * unset or "finish", and the trainer refuses to start.
+   */
+  inFlight?: "finish" | "resume";
 }
 
 export type ServeFn = (policy: PolicyBundle, options: ServeOptions) => Promise<ServingHandle>;
@@ -64,9 +75,12 @@ export async function startPolicyServer(
   modelName: string,
   generator?: GenerationEngine,
   publication: ServeOptions["publication"] = "swap",
+  inFlight: ServeOptions["inFlight"] = "finish",
 ): Promise<ServingHandle> {
   const versioned =
-    !generator && publication === "snapshot" ? new VersionedEngine(policy.model, policy.tokenizer) : null;
+    !generator && publication === "snapshot"
+      ? new VersionedEngine(policy.model, policy.tokenizer, { inFlight })
+      : null;
   const server = new PolicyServer({
     model: policy.model,
     tokenizer: policy.tokenizer,
@@ -78,7 +92,7 @@ export async function startPolicyServer(
   return {
     url: server.baseUrl,
     swapWeights: (apply) => server.swapWeights(async () => apply()),
-    ...(versioned ? { publish: async () => versioned.publish() } : {}),
+    ...(versioned ? { publish: async () => versioned.publish(), inFlight } : {}),
     close: async () => {
       await server.stop();
       versioned?.dispose();
@@ -87,5 +101,5 @@ export async function startPolicyServer(
 }
 
 /** The default: the in-process `PolicyServer` (dynamic batching, vLLM token ids) on a loopback port. */
-export const servePolicy: ServeFn = (policy, { modelName, publication }) =>
-  startPolicyServer(policy, modelName, undefined, publication);
+export const servePolicy: ServeFn = (policy, { modelName, publication, inFlight }) =>
+  startPolicyServer(policy, modelName, undefined, publication, inFlight);
