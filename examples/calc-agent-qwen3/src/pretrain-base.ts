@@ -1,5 +1,5 @@
 /**
- * Pretrain the job's base (committed under `base/`): a fresh Qwen3 checkpoint of the job's shape with the
+ * Pretrain a base for the job (`--base DIR` of src/main.ts): a fresh Qwen3 checkpoint of the job's shape with the
  * Qwen3 tokenizer trimmed to the task and the corpus, trained with SFT on the generic corpus
  * (src/base-corpus.ts: copying into tool calls of generic tools, repeating; nothing of the task) in one
  * thread for a fixed number of steps from a fixed seed, so the same command gives the same weights:
