@@ -59,18 +59,55 @@ export function copyAccuracy(
     second: [0, 0],
     answer: [0, 0],
   };
+  const transcripts = problems.map((p) => {
+    const d = chainedSolution(p);
+    return { messages: d.messages, tools: withTools ? d.tools : null };
+  });
+  for (const { pieces, mask, hit } of teacherForced(model, template, transcripts, batchSize)) {
+    digitGroups(pieces, mask).forEach((g, t) => {
+      if (!g) return;
+      hits[g][1] += 1;
+      if (hit[t]) hits[g][0] += 1;
+    });
+  }
+  const rate = ([a, n]: [number, number]) => (n ? a / n : 0);
+  const total = Object.values(hits).reduce<[number, number]>((s, [a, n]) => [s[0] + a, s[1] + n], [0, 0]);
+  return {
+    first: rate(hits.first),
+    carried: rate(hits.carried),
+    second: rate(hits.second),
+    answer: rate(hits.answer),
+    all: rate(total),
+  };
+}
+
+/** One transcript as scored teacher-forced: its token strings, assistant mask and whether each was the argmax. */
+interface ScoredRow {
+  pieces: string[];
+  mask: number[];
+  /** `hit[t]`: the most likely token after `t` tokens was token `t` (false at t = 0). */
+  hit: boolean[];
+}
+
+/** Teacher-forced argmax hits of `model` on each transcript (one forward pass per `batchSize` of them). */
+export function teacherForced(
+  model: CausalLM,
+  template: ChatEncoder,
+  transcripts: readonly { messages: unknown[]; tools: unknown[] | null }[],
+  batchSize = 16,
+): ScoredRow[] {
   const tok = template.tokenizer;
-  for (let i = 0; i < problems.length; i += batchSize) {
-    const rows = problems.slice(i, i + batchSize).map((p) => {
-      const d = chainedSolution(p);
-      return template.encodeChat(
+  const out: ScoredRow[] = [];
+  for (let i = 0; i < transcripts.length; i += batchSize) {
+    const rows = transcripts.slice(i, i + batchSize).map((d) =>
+      template.encodeChat(
         d.messages as ChatMessage[],
-        withTools ? (d.tools as ToolDefinition[]) : null,
+        d.tools?.length ? (d.tools as ToolDefinition[]) : null,
         {
           addGenerationPrompt: false,
         },
-      );
-    });
+      ),
+    );
     const T = Math.max(...rows.map((r) => r.ids.length));
     const ids = rows.map((r) => [...r.ids, ...new Array<number>(T - r.ids.length).fill(0)]);
     const attention = rows.map((r) => [
@@ -83,21 +120,34 @@ export function copyAccuracy(
     logits.dispose();
     best.dispose();
     rows.forEach((r, b) => {
-      const pieces = r.ids.map((id) => tok.decode([id], { skipSpecialTokens: false }));
-      digitGroups(pieces, r.assistantMask).forEach((g, t) => {
-        if (!g) return;
-        hits[g][1] += 1;
-        if (predicted[b]![t - 1] === r.ids[t]) hits[g][0] += 1;
+      out.push({
+        pieces: r.ids.map((id) => tok.decode([id], { skipSpecialTokens: false })),
+        mask: r.assistantMask,
+        hit: r.ids.map((id, t) => t > 0 && predicted[b]![t - 1] === id),
       });
     });
   }
-  const rate = ([a, n]: [number, number]) => (n ? a / n : 0);
-  const total = Object.values(hits).reduce<[number, number]>((s, [a, n]) => [s[0] + a, s[1] + n], [0, 0]);
-  return {
-    first: rate(hits.first),
-    carried: rate(hits.carried),
-    second: rate(hits.second),
-    answer: rate(hits.answer),
-    all: rate(total),
-  };
+  return out;
+}
+
+/**
+ * Teacher-forced accuracy on the digits the assistant writes in `transcripts`. In the base corpus
+ * (src/base-corpus.ts) every such digit is copied from the context, so this is its copy accuracy.
+ */
+export function assistantDigitAccuracy(
+  model: CausalLM,
+  template: ChatEncoder,
+  transcripts: readonly { messages: unknown[]; tools: unknown[] | null }[],
+  batchSize = 16,
+): number {
+  let hits = 0;
+  let total = 0;
+  for (const { pieces, mask, hit } of teacherForced(model, template, transcripts, batchSize)) {
+    pieces.forEach((piece, t) => {
+      if (!mask[t] || !isDigit(piece)) return;
+      total += 1;
+      if (hit[t]) hits += 1;
+    });
+  }
+  return total ? hits / total : 0;
 }

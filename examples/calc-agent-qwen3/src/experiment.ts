@@ -23,6 +23,7 @@ import {
   type ToolDefinition,
 } from "@agl/trainer-gpu";
 import { calcAgent, type SolveOptions } from "./agent.js";
+import { copyCheckpoint } from "./base.js";
 import { writeInitialCheckpoint } from "./checkpoint.js";
 import { type CopyAccuracy, copyAccuracy } from "./copy-accuracy.js";
 import { type Demo, demonstrations, type Problem, type Splits } from "./dataset.js";
@@ -74,9 +75,14 @@ export interface HeldOut {
 /** Mean of greedy and sampled accuracy: what picks the best SFT checkpoint (on the validation split). */
 export const heldOutScore = (h: HeldOut) => (h.greedy.accuracy + h.sampled.accuracy) / 2;
 
-/** Write the untrained Qwen3 checkpoint to `dir` and load it (full fine-tuning: SFT trains every weight). */
-export async function createPolicy(dir: string, seed: number): Promise<PretrainedPolicy> {
-  await writeInitialCheckpoint(dir, seed);
+/**
+ * Write the job's starting checkpoint to `dir` and load it (full fine-tuning: SFT trains every weight):
+ * a copy of the pretrained checkpoint folder `base` (src/base.ts) or, without one, an untrained checkpoint
+ * whose weights are drawn from `seed`.
+ */
+export async function createPolicy(dir: string, seed: number, base?: string): Promise<PretrainedPolicy> {
+  if (base === undefined) await writeInitialCheckpoint(dir, seed);
+  else await copyCheckpoint(base, dir);
   return loadPretrainedPolicy(dir);
 }
 

@@ -2,7 +2,8 @@
  * calc-agent: train a Qwen3-architecture function-calling agent end to end on this machine, and export it.
  *
  *   1. write a fresh Qwen3 checkpoint (config.json, model.safetensors, the real Qwen3 tokenizer trimmed to
- *      the task, its chat template, generation_config.json) and generate two-step word problems;
+ *      the task, its chat template, generation_config.json), or copy a pretrained one (`--base DIR`, made by
+ *      src/pretrain-base.ts), and generate two-step word problems;
  *   2. SFT it on imperfect demonstrations (most finish the second step in the head) until validation stops
  *      improving; keep the best checkpoint (chosen on the validation split);
  *   3. GRPO with LoRA adapters on that checkpoint through the real stack: SQLite store, in-process runner,
@@ -55,6 +56,8 @@ const { values: args } = parseArgs({
     /** Worker threads for generation and gradients; 0 = all in this thread (same numbers). */
     workers: { type: "string", default: "2" },
     seed: { type: "string", default: "1" },
+    /** A pretrained checkpoint folder to start from (src/pretrain-base.ts); "none": a fresh checkpoint. */
+    base: { type: "string", default: "none" },
   },
 });
 
@@ -80,9 +83,13 @@ async function main(): Promise<void> {
   rmSync(out, { recursive: true, force: true });
   await selectBackend();
   const splits = makeSplits(MAIN_JOB.splits, seed);
-  const policy = await createPolicy(join(out, "initial"), seed);
+  const policy = await createPolicy(
+    join(out, "initial"),
+    seed,
+    args.base === "none" ? undefined : resolve(args.base!),
+  );
   console.log(
-    `[calc-agent] ${MODEL_NAME}: Qwen3ForCausalLM, ${policy.model.parameterCount.toLocaleString()} parameters, Qwen3 tokenizer trimmed to ${policy.tokenizer.vocabSize} tokens; ${args.steps} GRPO steps; ${nWorkers > 0 ? `${nWorkers} worker threads` : "one thread"}`,
+    `[calc-agent] ${MODEL_NAME}: Qwen3ForCausalLM, ${policy.model.parameterCount.toLocaleString()} parameters, Qwen3 tokenizer trimmed to ${policy.tokenizer.vocabSize} tokens, ${args.base === "none" ? "from scratch" : `from ${args.base}`}; ${args.steps} GRPO steps; ${nWorkers > 0 ? `${nWorkers} worker threads` : "one thread"}`,
   );
   try {
     await run(policy, splits);

@@ -7,6 +7,7 @@
  *   pnpm exec tsx examples/calc-agent-qwen3/src/sft-probe.ts --steps 120 --every 20 --lr 0.01 --batch 16 \
  *     [--hidden 128 --mlp 384 --heads 4 --kv-heads 2 --head-dim 32] [--seed 1] [--workers 2] \
  *     [--micro 32] [--warmup 10] [--chain-share 0.25] [--short-steps N] [--full-share 0.25 --full-share-end 0.5]
+ *     [--base examples/calc-agent-qwen3/base]
  *
  * `--short-steps N` trains the first N steps on the demonstrations rendered without the tool preamble
  * (rows of ~100 tokens instead of ~250); copy accuracy is printed on both renderings.
@@ -14,6 +15,8 @@
  * short rows while being used in the served context from step 0); the share moves linearly to
  * `--full-share-end` over the N steps. Use `--micro 8` so the length-balanced micro-batches keep the short
  * rows apart from the full ones (one micro-batch pads every row to the longest).
+ * `--base DIR` starts from a pretrained checkpoint (the committed base: src/base.ts) instead of a fresh one
+ * (the shape options then do not apply).
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -27,6 +30,7 @@ import {
   sftLoss,
   startPolicyWorkers,
 } from "@agl/trainer-gpu";
+import { copyCheckpoint } from "./base.js";
 import { MODEL_SHAPE, writeInitialCheckpoint } from "./checkpoint.js";
 import { copyAccuracy } from "./copy-accuracy.js";
 import { demonstrations, makeSplits } from "./dataset.js";
@@ -56,6 +60,7 @@ const { values: a } = parseArgs({
     /** Share of full rows mixed into the short-row steps, at their start and at their end (linear). */
     "full-share": { type: "string", default: "0" },
     "full-share-end": { type: "string" },
+    base: { type: "string" },
   },
 });
 const n = (k: keyof typeof a) => Number(a[k]);
@@ -75,7 +80,8 @@ const every = n("every");
 await selectBackend();
 const dir = await mkdtemp(join(tmpdir(), "calc-sft-probe-"));
 try {
-  await writeInitialCheckpoint(dir, seed, shape);
+  if (a.base) await copyCheckpoint(a.base, dir);
+  else await writeInitialCheckpoint(dir, seed, shape);
   const policy = await loadPretrainedPolicy(dir);
   const splits = makeSplits(MAIN_JOB.splits, seed);
   const template = new CachedChatEncoder(policy.template);
