@@ -1,5 +1,6 @@
 import * as tf from "@tensorflow/tfjs";
 import type { LayerKV } from "../model/causal-lm.js";
+import { gatherRows } from "../pretrained/gather-rows.js";
 
 /**
  * The KV cache of a dynamic batch: one `[S, H, L, dh]` key and value tensor per layer, right-aligned.
@@ -86,17 +87,15 @@ export class BatchCache {
     const kept = rows.map((i) => this.startCol[i] as number);
     const minStart = Math.min(...kept);
     const cols = this.width - minStart;
-    const idx = tf.tensor1d(rows, "int32");
     this.layers = this.current.map((c) => {
       const [, H, , dh] = c.k.shape;
       const out = tf.tidy(() => ({
-        k: tf.slice(tf.gather(c.k, idx, 0), [0, 0, minStart, 0], [rows.length, H, cols, dh]) as tf.Tensor4D,
-        v: tf.slice(tf.gather(c.v, idx, 0), [0, 0, minStart, 0], [rows.length, H, cols, dh]) as tf.Tensor4D,
+        k: tf.slice(gatherRows(c.k, rows), [0, 0, minStart, 0], [rows.length, H, cols, dh]) as tf.Tensor4D,
+        v: tf.slice(gatherRows(c.v, rows), [0, 0, minStart, 0], [rows.length, H, cols, dh]) as tf.Tensor4D,
       }));
       tf.dispose([c.k, c.v]);
       return out;
     });
-    idx.dispose();
     this.width = cols;
     this.startCol = kept.map((s) => s - minStart);
   }

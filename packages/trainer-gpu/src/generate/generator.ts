@@ -1,5 +1,6 @@
 import * as tf from "@tensorflow/tfjs";
 import type { CausalLM } from "../model/causal-lm.js";
+import { gatherRows } from "../pretrained/gather-rows.js";
 import { IncrementalDecoder, type TextTokenizer } from "../tokenizer/text-tokenizer.js";
 import { BatchCache } from "./batch-cache.js";
 import type { GenerationEngine } from "./engine.js";
@@ -335,12 +336,7 @@ export class Generator implements GenerationEngine {
     }
     let rows = cache;
     if (keep.length < seqs.length) {
-      const idx = tf.tensor1d(keep, "int32");
-      rows = cache.map((c) => ({
-        k: tf.gather(c.k, idx, 0) as tf.Tensor4D,
-        v: tf.gather(c.v, idx, 0) as tf.Tensor4D,
-      }));
-      idx.dispose();
+      rows = cache.map((c) => ({ k: gatherRows(c.k, keep), v: gatherRows(c.v, keep) }));
       for (const c of cache) tf.dispose([c.k, c.v]);
     }
     this.cache.addRows(rows, length);

@@ -1,6 +1,7 @@
 import * as tf from "@tensorflow/tfjs";
 import { commonPrefixLength } from "../model/batch-inputs.js";
 import type { CausalLM, LayerKV } from "../model/causal-lm.js";
+import { gatherRows } from "../pretrained/gather-rows.js";
 import type { PrefixCache, PrefixMatch } from "./prefix-cache.js";
 
 /**
@@ -120,12 +121,7 @@ function expandRows(
   source.forEach((s, i) => {
     logits.set(r.logits.subarray(s * V, (s + 1) * V), i * V);
   });
-  const idx = tf.tensor1d(source, "int32");
-  const cache = r.cache.map((c) => ({
-    k: tf.gather(c.k, idx, 0) as tf.Tensor4D,
-    v: tf.gather(c.v, idx, 0) as tf.Tensor4D,
-  }));
-  idx.dispose();
+  const cache = r.cache.map((c) => ({ k: gatherRows(c.k, source), v: gatherRows(c.v, source) }));
   for (const c of r.cache) tf.dispose([c.k, c.v]);
   return { logits, cache };
 }

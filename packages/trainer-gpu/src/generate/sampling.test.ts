@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createRng, logSoftmax, sampleToken, topLogprobs } from "./sampling.js";
 
@@ -51,6 +52,60 @@ describe("sampleToken", () => {
       );
     };
     expect(run()).toEqual(run());
+  });
+});
+
+/** The untruncated and greedy draws as sampling.ts computed them before its fast path: full log-softmax arrays. */
+function referenceDraw(logits: Float32Array, temperature: number, rng: () => number) {
+  const parts = (t: number) => {
+    const out = Array.from(logits, (v) => v / t);
+    const max = Math.max(...out);
+    const weights = out.map((v) => Math.exp(v - max));
+    let sum = 0;
+    for (const w of weights) sum += w;
+    const lse = max + Math.log(sum);
+    return { logprobs: out.map((v) => v - lse), weights, total: sum };
+  };
+  const raw = parts(1).logprobs;
+  if (temperature <= 0) {
+    let best = 0;
+    for (let i = 1; i < raw.length; i++) if ((raw[i] as number) > (raw[best] as number)) best = i;
+    return { id: best, logprob: raw[best], samplingLogprob: 0 };
+  }
+  const scaled = parts(temperature);
+  const u = rng() * scaled.total;
+  let acc = 0;
+  let id = -1;
+  for (let i = 0; i < scaled.weights.length; i++) {
+    const w = scaled.weights[i] as number;
+    if (w === 0) continue;
+    id = i;
+    acc += w;
+    if (u < acc) break;
+  }
+  return { id, logprob: raw[id], samplingLogprob: scaled.logprobs[id] };
+}
+
+describe("untruncated sampling without materialised log-softmax", () => {
+  it("draws the same tokens with the same log-probs as the full log-softmax, bit for bit", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.float({ min: -30, max: 30, noNaN: true }), { minLength: 1, maxLength: 300 }),
+        fc.constantFrom(0, 0.7, 1, 1.3),
+        fc.integer({ min: 0, max: 2 ** 31 }),
+        (xs, temperature, seed) => {
+          const logits = Float32Array.from(xs);
+          const [a, b] = [createRng(seed), createRng(seed)];
+          for (let k = 0; k < 3; k++) {
+            const topK = k === 2 ? logits.length : 0;
+            expect(sampleToken(logits, { temperature, topK, topP: 1 }, a)).toEqual(
+              referenceDraw(logits, temperature, b),
+            );
+          }
+        },
+      ),
+      { numRuns: 300, seed: 28 },
+    );
   });
 });
 

@@ -80,11 +80,76 @@ export interface SampledToken {
   samplingLogprob: number;
 }
 
+/**
+ * `max` and `sum = sum_i exp(v_i - max)` of `v = logits / temperature`, so `log_softmax(v)_i = v_i - (max +
+ * log(sum))`; with `weights`, also stores each `exp(v_i - max)` there. The same arithmetic in the same
+ * order as `softmaxParts`, so the log-probs and draws are bit-identical to it.
+ */
+function expSums(
+  logits: ArrayLike<number>,
+  temperature: number,
+  weights?: Float64Array,
+): { max: number; sum: number } {
+  const n = logits.length;
+  let max = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < n; i++) {
+    const v = (logits[i] as number) / temperature;
+    if (v > max) max = v;
+  }
+  let sum = 0;
+  for (let i = 0; i < n; i++) {
+    const w = Math.exp((logits[i] as number) / temperature - max);
+    if (weights) weights[i] = w;
+    sum += w;
+  }
+  return { max, sum };
+}
+
+/** Scratch for the untruncated draw's weights (sampling is synchronous: one row at a time). */
+let scratch = new Float64Array(0);
+
+/**
+ * Greedy or an untruncated draw without materialising the log-softmax: one max pass and one exponential
+ * pass per temperature, and the log-prob of the chosen token only. A decode step samples every row, so
+ * this is a per-row cost of the batch (~3 passes and two vocabulary-sized allocations fewer per token).
+ */
+function sampleUntruncated(logits: ArrayLike<number>, temperature: number, rng: () => number): SampledToken {
+  const n = logits.length;
+  if (temperature <= 0) {
+    const raw = expSums(logits, 1);
+    const lse = raw.max + Math.log(raw.sum);
+    // The first maximum of the log-probs, not of the logits: subtracting lse can round two nearly equal
+    // logits to one log-prob, and the first of them is the greedy token.
+    let best = 0;
+    let bestLogprob = (logits[0] as number) / 1 - lse;
+    for (let i = 1; i < n; i++) {
+      const lp = (logits[i] as number) / 1 - lse;
+      if (lp > bestLogprob) {
+        best = i;
+        bestLogprob = lp;
+      }
+    }
+    return { id: best, logprob: bestLogprob, samplingLogprob: 0 };
+  }
+  if (scratch.length < n) scratch = new Float64Array(n);
+  const weights = scratch.subarray(0, n);
+  const scaled = expSums(logits, temperature, weights);
+  const chosen = drawIndex(weights, rng() * scaled.sum);
+  const raw = temperature === 1 ? scaled : expSums(logits, 1);
+  return {
+    id: chosen,
+    logprob: (logits[chosen] as number) / 1 - (raw.max + Math.log(raw.sum)),
+    samplingLogprob: (logits[chosen] as number) / temperature - (scaled.max + Math.log(scaled.sum)),
+  };
+}
+
 export function sampleToken(
   logits: ArrayLike<number>,
   params: SamplingParams,
   rng: () => number,
 ): SampledToken {
+  if (params.temperature <= 0 || ((params.topK <= 0 || params.topK >= logits.length) && params.topP >= 1))
+    return sampleUntruncated(logits, params.temperature, rng);
   const rawParts = softmaxParts(logits, 1);
   const raw = rawParts.logprobs;
   const n = raw.length;

@@ -1,5 +1,6 @@
 import * as tf from "@tensorflow/tfjs";
 import { DECODE_ATTENTION_WASM } from "./decode-attention-wasm.js";
+import { ensureWasmKernel, heapOffset, type KernelArgs, type WasmBackend, wasmBackend } from "./wasm-heap.js";
 
 /**
  * Attention of one new token per row against its KV cache as one kernel on the wasm backend: `q.K^T`
@@ -12,18 +13,6 @@ import { DECODE_ATTENTION_WASM } from "./decode-attention-wasm.js";
  */
 
 export const DECODE_ATTENTION_KERNEL = "AglDecodeAttention";
-
-/** tfjs-backend-wasm's `BackendWasm`, as far as this kernel reads it. */
-interface WasmBackend {
-  wasm: {
-    asm: { memory: WebAssembly.Memory };
-    HEAPU8: Uint8Array;
-    _malloc(bytes: number): number;
-    _free(ptr: number): void;
-  };
-  dataIdMap: { get(dataId: object): { memoryOffset: number } };
-  makeOutput(shape: number[], dtype: tf.DataType): tf.TensorInfo;
-}
 
 /** Rows, query heads, key/value heads, cached positions, head size. */
 type Dims = [B: number, H: number, Hkv: number, L: number, dh: number];
@@ -68,7 +57,7 @@ function softmaxRows(p: Float32Array, L: number): void {
   }
 }
 
-function wasmKernel(args: { inputs: tf.NamedTensorInfoMap; backend: unknown; attrs?: tf.NamedAttrMap }) {
+function wasmKernel(args: KernelArgs) {
   const { q, k, v, bias } = args.inputs as Record<"q" | "k" | "v" | "bias", tf.TensorInfo>;
   const be = args.backend as WasmBackend;
   const [B, H, T, dh] = q.shape as [number, number, number, number];
@@ -78,7 +67,7 @@ function wasmKernel(args: { inputs: tf.NamedTensorInfoMap; backend: unknown; att
     throw new Error(`${DECODE_ATTENTION_KERNEL}: one query per row and a bias [B|1,1,1,${L}]`);
   const kernels = kernelsOn(be.wasm.asm.memory) as Kernels;
   const out = be.makeOutput(q.shape, "float32");
-  const at = (t: tf.TensorInfo) => be.dataIdMap.get(t.dataId).memoryOffset;
+  const at = (t: tf.TensorInfo) => heapOffset(be, t);
   const scores = be.wasm._malloc(B * H * L * 4);
   try {
     kernels.scores(
@@ -105,14 +94,9 @@ function wasmKernel(args: { inputs: tf.NamedTensorInfoMap; backend: unknown; att
 
 /** Whether the active backend runs the kernel for head size `dh` (registering it on first use). */
 export function hasDecodeAttention(dh: number): boolean {
-  if (tf.getBackend() !== "wasm" || dh % 4 !== 0) return false;
-  if (!kernelsOn((tf.backend() as unknown as WasmBackend).wasm.asm.memory)) return false;
-  if (!tf.getKernel(DECODE_ATTENTION_KERNEL, "wasm"))
-    tf.registerKernel({
-      kernelName: DECODE_ATTENTION_KERNEL,
-      backendName: "wasm",
-      kernelFunc: wasmKernel as tf.KernelFunc,
-    });
+  const be = wasmBackend();
+  if (!be || dh % 4 !== 0 || !kernelsOn(be.wasm.asm.memory)) return false;
+  ensureWasmKernel(DECODE_ATTENTION_KERNEL, wasmKernel);
   return true;
 }
 

@@ -9,6 +9,7 @@ import {
   planAdapters,
 } from "./adapter-rows.js";
 import { decodeAttention, hasDecodeAttention } from "./decode-attention.js";
+import { appendColumnFused, rmsNormFused, rotaryFused } from "./decode-kernels.js";
 import type { ArchConfig } from "./hf-config.js";
 import { applyRotary, groupBias, groupedAttention, rmsNorm, siluGate } from "./layers.js";
 import type { RotaryCache } from "./rope.js";
@@ -27,8 +28,11 @@ export interface DecoderWeights {
   weight(name: string): tf.Variable | undefined;
 }
 
-/** Switch for the fused decode-attention kernel (tests and benchmarks compare it with the op-by-op path). */
-export const fusedDecodeAttention = { enabled: true };
+/**
+ * Switch for the generation kernels (decode-attention.ts, decode-kernels.ts, gather-rows.ts); tests and
+ * benchmarks compare them with the op-by-op path.
+ */
+export const generationKernels = { enabled: true };
 
 function need(m: DecoderWeights, name: string): tf.Variable {
   const v = m.weight(name);
@@ -73,28 +77,33 @@ export function decoderBlocks(
       ? tf.reshape(t, [B, t.shape[2] as number, 1, dh])
       : tf.transpose(t, [0, 2, 1, 3])) as tf.Tensor4D;
   const kv: LayerKV[] = [];
-  // One new token per row against a cache (a decode step): the fused kernel where the backend has it. It
-  // has no gradient, so only callers that never differentiate (`inference`: generation) take it.
-  const fused =
-    inference && T === 1 && past !== undefined && fusedDecodeAttention.enabled && hasDecodeAttention(dh);
+  // Kernels without gradients, so only for callers that never differentiate (`inference`: generation).
+  const kernels = inference && generationKernels.enabled;
+  const norm = kernels ? rmsNormFused : rmsNorm;
+  const rotate = kernels ? rotaryFused : applyRotary;
+  // One new token per row against a cache (a decode step): the fused attention where the backend has it.
+  const step = T === 1 && past !== undefined;
+  const fused = kernels && step && hasDecodeAttention(dh);
+  const append = (prev: tf.Tensor4D, col: tf.Tensor4D) =>
+    kernels && step ? appendColumnFused(prev, col) : (tf.concat([prev, col], 2) as tf.Tensor4D);
   let h: tf.Tensor = x;
   for (let l = 0; l < a.numLayers; l++) {
     const p = `model.layers.${l}`;
-    const xn = rmsNorm(h, need(m, `${p}.input_layernorm.weight`), eps);
+    const xn = norm(h, need(m, `${p}.input_layernorm.weight`), eps);
     let q = heads(linear(m, xn, `${p}.self_attn.q_proj`, adapters), H);
     let k = heads(linear(m, xn, `${p}.self_attn.k_proj`, adapters), Hkv);
     const v = toBHTD(heads(linear(m, xn, `${p}.self_attn.v_proj`, adapters), Hkv));
     if (a.qkNorm) {
-      q = rmsNorm(q, need(m, `${p}.self_attn.q_norm.weight`), eps);
-      k = rmsNorm(k, need(m, `${p}.self_attn.k_norm.weight`), eps);
+      q = norm(q, need(m, `${p}.self_attn.q_norm.weight`), eps);
+      k = norm(k, need(m, `${p}.self_attn.k_norm.weight`), eps);
     }
-    const qr = applyRotary(toBHTD(q), cos, sin);
-    let kr = applyRotary(toBHTD(k), cos, sin);
+    const qr = rotate(toBHTD(q), cos, sin);
+    let kr = rotate(toBHTD(k), cos, sin);
     let vr = v;
     if (past) {
       const prev = past[l] as LayerKV;
-      kr = tf.concat([prev.k, kr], 2);
-      vr = tf.concat([prev.v, vr], 2);
+      kr = append(prev.k, kr);
+      vr = append(prev.v, vr);
     }
     kv.push({ k: kr, v: vr });
     const attn = fused
@@ -102,12 +111,12 @@ export function decoderBlocks(
       : groupedAttention(qr, kr, vr, attnBias, 1 / Math.sqrt(dh));
     const merged = tf.reshape(T === 1 ? attn : tf.transpose(attn, [0, 2, 1, 3]), [B * T, H * dh]);
     h = tf.add(h, linear(m, merged, `${p}.self_attn.o_proj`, adapters));
-    const xn2 = rmsNorm(h, need(m, `${p}.post_attention_layernorm.weight`), eps);
+    const xn2 = norm(h, need(m, `${p}.post_attention_layernorm.weight`), eps);
     const act = siluGate(
       linear(m, xn2, `${p}.mlp.gate_proj`, adapters),
       linear(m, xn2, `${p}.mlp.up_proj`, adapters),
     );
     h = tf.add(h, linear(m, act, `${p}.mlp.down_proj`, adapters));
   }
-  return { h: rmsNorm(h, need(m, "model.norm.weight"), eps) as tf.Tensor2D, kv };
+  return { h: norm(h, need(m, "model.norm.weight"), eps) as tf.Tensor2D, kv };
 }

@@ -2,6 +2,7 @@ import * as tf from "@tensorflow/tfjs";
 import { checkLength } from "../model/batch-inputs.js";
 import type { LayerKV } from "../model/causal-lm.js";
 import type { AdapterChoice } from "./adapter-rows.js";
+import { gatherRows } from "./gather-rows.js";
 import type { PretrainedModel } from "./pretrained-model.js";
 
 /**
@@ -32,7 +33,7 @@ export function decodeRows(
   const result = tf.tidy(() => {
     const pos = Int32Array.from(positions);
     const { h, kv } = model.blocks(
-      model.embed(Int32Array.from(tokens)),
+      model.embed(Int32Array.from(tokens), true),
       S,
       1,
       pos,
@@ -74,18 +75,19 @@ export function prefillAfterRows(
     for (let t = 0; t < S; t++) positions[i * S + t] = L + t;
   });
   const d = model.config.dModel;
+  const repeat = new Array<number>(n).fill(0);
   const result = tf.tidy(() => {
     const past =
       L === 0
         ? undefined
         : prefix.map((e) => ({
-            k: (n === 1 ? e.k : tf.tile(e.k, [n, 1, 1, 1])) as tf.Tensor4D,
-            v: (n === 1 ? e.v : tf.tile(e.v, [n, 1, 1, 1])) as tf.Tensor4D,
+            k: n === 1 ? e.k : gatherRows(e.k, repeat),
+            v: n === 1 ? e.v : gatherRows(e.v, repeat),
           }));
     // The new positions see every prefix key and each other causally: rows L..T-1 of the causal mask.
     const mask = model.causalMask(T);
     const bias = L === 0 ? mask : tf.slice(mask, [0, 0, L, 0], [1, 1, S, T]);
-    const { h, kv } = model.blocks(model.embed(flat), n, S, positions, bias, adapters, past, true);
+    const { h, kv } = model.blocks(model.embed(flat, true), n, S, positions, bias, adapters, past, true);
     const last = tf.reshape(tf.slice(tf.reshape(h, [n, S, d]), [0, S - 1, 0], [n, 1, d]), [n, d]);
     return { logits: model.head(last), kv: kv.map((e) => ({ k: e.k, v: e.v })) };
   });

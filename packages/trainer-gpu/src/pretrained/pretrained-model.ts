@@ -12,7 +12,8 @@ import {
 } from "./adapter-rows.js";
 import { BaseModelView } from "./base-view.js";
 import { DEFAULT_HEAD_CHUNK_ELEMENTS } from "./chunked-head.js";
-import { decoderBlocks } from "./decoder.js";
+import { decoderBlocks, generationKernels } from "./decoder.js";
+import { gatherRows } from "./gather-rows.js";
 import { HeadWeight } from "./head-weight.js";
 import type { ArchConfig } from "./hf-config.js";
 import { decodeRows, prefillAfterRows, prefillRows } from "./incremental.js";
@@ -257,9 +258,13 @@ export class PretrainedModel implements CausalLM {
     return mm(h, this.headWeight()) as tf.Tensor2D;
   }
 
-  /** @internal Embeddings `[n, d]` of flat ids. */
-  embed(ids: Int32Array): tf.Tensor2D {
-    return embedRows(this.variable("model.embed_tokens.weight") as tf.Tensor2D, ids);
+  /**
+   * @internal Embeddings `[n, d]` of flat ids. `inference`: no gradient will be taken (generation), so
+   * the rows are copied by the generation kernel where it is on.
+   */
+  embed(ids: Int32Array, inference = false): tf.Tensor2D {
+    const table = this.variable("model.embed_tokens.weight") as tf.Tensor2D;
+    return inference && generationKernels.enabled ? gatherRows(table, ids) : embedRows(table, ids);
   }
 
   /** @internal Final hidden states `[B*T,d]` of a batch, with or without the LoRA adapters. */
