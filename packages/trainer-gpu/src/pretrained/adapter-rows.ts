@@ -131,7 +131,8 @@ export function adapterDelta(
   if (plan === null) return null;
   if (plan.kind === "one") {
     const w = plan.lora.weights.get(path);
-    return w ? tf.mul(mm(mm(x, w.a), w.b), plan.lora.settings.scale) : null;
+    // The scale multiplies the rank-r product, not the [rows, out] delta: r columns instead of `out`.
+    return w ? mm(tf.mul(mm(x, w.a), plan.lora.settings.scale), w.b) : null;
   }
   const present: number[] = [];
   plan.loras.forEach((l, k) => {

@@ -1,6 +1,13 @@
 import * as tf from "@tensorflow/tfjs";
 import { DECODE_ATTENTION_WASM } from "./decode-attention-wasm.js";
-import { ensureWasmKernel, heapOffset, type KernelArgs, type WasmBackend, wasmBackend } from "./wasm-heap.js";
+import {
+  ensureWasmKernel,
+  heapModule,
+  heapOffset,
+  type KernelArgs,
+  type WasmBackend,
+  wasmBackend,
+} from "./wasm-heap.js";
 
 /**
  * Attention of one new token per row against its KV cache as one kernel on the wasm backend: `q.K^T`
@@ -20,26 +27,12 @@ type ScoresFn = (q: number, k: number, bias: number, out: number, ...rest: [...D
 type WeightedFn = (p: number, v: number, out: number, ...dims: Dims) => void;
 
 type Kernels = { scores: ScoresFn; weighted: WeightedFn };
-const instances = new WeakMap<WebAssembly.Memory, Kernels | null>();
-let compiled: WebAssembly.Module | undefined;
+const moduleOn = heapModule(DECODE_ATTENTION_WASM);
 
-/**
- * The kernels instantiated on `memory` (once per backend heap; a grown heap is the same Memory), or null
- * where they cannot run on it (a shared memory of a multi-threaded build, no SIMD support).
- */
+/** The kernels on `memory`, or null where they cannot run on it. */
 function kernelsOn(memory: WebAssembly.Memory): Kernels | null {
-  let k = instances.get(memory);
-  if (k === undefined) {
-    try {
-      compiled ??= new WebAssembly.Module(Buffer.from(DECODE_ATTENTION_WASM, "base64"));
-      const exports = new WebAssembly.Instance(compiled, { env: { memory } }).exports;
-      k = { scores: exports.scores as ScoresFn, weighted: exports.weighted as WeightedFn };
-    } catch {
-      k = null;
-    }
-    instances.set(memory, k);
-  }
-  return k;
+  const exports = moduleOn(memory);
+  return exports && { scores: exports.scores as ScoresFn, weighted: exports.weighted as WeightedFn };
 }
 
 /** Softmax in place over each run of `L` values of `p` (float64 sums). */

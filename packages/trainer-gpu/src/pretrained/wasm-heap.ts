@@ -35,16 +35,31 @@ export function heapOffset(be: WasmBackend, t: tf.TensorInfo): number {
   return be.dataIdMap.get(t.dataId).memoryOffset;
 }
 
-/**
- * A float32 view of a tensor's data. Take views only after the kernel's last allocation (`makeOutput`):
- * a growing heap replaces the buffer under older views.
- */
-export function heapF32(be: WasmBackend, t: tf.TensorInfo): Float32Array {
-  return new Float32Array(be.wasm.HEAPU8.buffer, heapOffset(be, t), tf.util.sizeFromShape(t.shape));
-}
-
 /** Register `kernelFunc` as `name` on the wasm backend (once). */
 export function ensureWasmKernel(name: string, kernelFunc: (args: KernelArgs) => tf.TensorInfo): void {
   if (!tf.getKernel(name, "wasm"))
     tf.registerKernel({ kernelName: name, backendName: "wasm", kernelFunc: kernelFunc as tf.KernelFunc });
+}
+
+/**
+ * A WebAssembly module (base64) that imports the backend's heap as `env.memory`, instantiated once per
+ * heap (a grown heap is the same Memory). The getter returns its exports, or null where it cannot run on
+ * that heap (a shared memory of a multi-threaded build, no SIMD support).
+ */
+export function heapModule(base64: string): (memory: WebAssembly.Memory) => WebAssembly.Exports | null {
+  const instances = new WeakMap<WebAssembly.Memory, WebAssembly.Exports | null>();
+  let compiled: WebAssembly.Module | undefined;
+  return (memory) => {
+    let exports = instances.get(memory);
+    if (exports === undefined) {
+      try {
+        compiled ??= new WebAssembly.Module(Buffer.from(base64, "base64"));
+        exports = new WebAssembly.Instance(compiled, { env: { memory } }).exports;
+      } catch {
+        exports = null;
+      }
+      instances.set(memory, exports);
+    }
+    return exports;
+  };
 }
