@@ -3,7 +3,8 @@
  * (qwen2, d=256, 4 layers, vocab 2048, LoRA r=16) at 1 and 16 rows against a 33-position cache, kernel
  * times from tf.profile grouped by kernel name, plus the step's CPU time and the sampling of its logits.
  *
- *   pnpm exec tsx bench/decode-step-profile.ts [--steps N]
+ *   pnpm exec tsx bench/decode-step-profile.ts [--steps N] [--shapes]   (kernel times by name [and shape])
+ *   pnpm exec tsx bench/decode-step-profile.ts --ab [--steps N]         (generation kernels on vs off)
  */
 
 import { loadavg } from "node:os";
@@ -89,6 +90,39 @@ async function profile(rows: number, kernelTimes = true) {
 }
 
 const load = loadavg();
+/**
+ * CPU ms of the step's weight products alone (the 7 linears per layer, their LoRA pair, the head) at
+ * `rows`: the floor a decode step cannot go below without fewer multiply-adds or a faster GEMM.
+ */
+function gemmFloor(rows: number): number {
+  const d = 256;
+  const shapes: Array<[number, number]> = [];
+  for (let l = 0; l < 4; l++)
+    for (const [k, n] of [
+      [d, 256],
+      [d, 128],
+      [d, 128],
+      [256, d],
+      [d, 768],
+      [d, 768],
+      [768, d],
+    ] as Array<[number, number]>)
+      shapes.push([k, n], [k, 16], [16, n]);
+  shapes.push([d, 2048]);
+  const ws = shapes.map(([k, n]) => tf.variable(tf.randomNormal([k, n])));
+  const xs = new Map(shapes.map(([k]) => [k, tf.randomNormal([rows, k])]));
+  const run = () => {
+    for (const [i, [k]] of shapes.entries())
+      tf.matMul(xs.get(k) as tf.Tensor2D, ws[i] as tf.Variable<tf.Rank.R2>).dispose();
+  };
+  for (let i = 0; i < 20; i++) run();
+  const c0 = process.cpuUsage();
+  for (let i = 0; i < STEPS; i++) run();
+  const c = process.cpuUsage(c0);
+  tf.dispose([...ws, ...xs.values()]);
+  return (c.user + c.system) / 1000 / STEPS;
+}
+
 if (process.argv.includes("--ab")) {
   // Kernels on vs off, interleaved rounds: CPU ms per decode step (median) and the 16-vs-1 step ratio.
   const ms: Record<string, number[]> = {};
@@ -107,6 +141,9 @@ if (process.argv.includes("--ab")) {
       `kernels ${arm}: step+sampling CPU ms 1 row ${a.toFixed(2)}, 16 rows ${b.toFixed(2)}, 16 x t1 / t16 = ${((16 * a) / b).toFixed(2)}`,
     );
   }
+  const g1 = [gemmFloor(1), gemmFloor(1), gemmFloor(1)].sort((a, b) => a - b)[1] as number;
+  const g16 = [gemmFloor(16), gemmFloor(16), gemmFloor(16)].sort((a, b) => a - b)[1] as number;
+  console.log(`weight products alone: 1 row ${g1.toFixed(2)} ms, 16 rows ${g16.toFixed(2)} ms`);
   console.log(
     `load average ${load.map((x) => x.toFixed(1)).join(" ")} -> ${loadavg()
       .map((x) => x.toFixed(1))
