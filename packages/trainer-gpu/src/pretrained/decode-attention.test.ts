@@ -5,7 +5,7 @@ import { selectBackend } from "../backend/select.js";
 import { DECODE_ATTENTION_KERNEL, decodeAttention, hasDecodeAttention } from "./decode-attention.js";
 import { generationKernels } from "./decoder.js";
 import { parseHfConfig } from "./hf-config.js";
-import { groupedAttention } from "./layers.js";
+import { groupBias, groupedAttention } from "./layers.js";
 import { PretrainedModel } from "./pretrained-model.js";
 import { randomCheckpointConfig } from "./random-checkpoint.js";
 
@@ -24,6 +24,8 @@ interface Case {
   Hkv: number;
   g: number;
   L: number;
+  /** Queries per row (a decode step 1, a prefill the new tokens, each seeing the keys up to its own). */
+  T: number;
   dh: number;
   /** Masked leading columns per row (left padding of a right-aligned batch cache). */
   pads: number[];
@@ -31,28 +33,32 @@ interface Case {
   seed: number;
 }
 
-/** softmax(scale q.k + bias) . v in float64, one row and head at a time. */
+/** softmax(scale q.k + bias) . v in float64, one row, head and query at a time. */
 function reference(q: Float32Array, k: Float32Array, v: Float32Array, bias: Float32Array, c: Case) {
   const H = c.Hkv * c.g;
-  const out = new Float64Array(c.B * H * c.dh);
+  const out = new Float64Array(c.B * H * c.T * c.dh);
   for (let b = 0; b < c.B; b++)
-    for (let h = 0; h < H; h++) {
+    for (let hq = 0; hq < H * c.T; hq++) {
+      // Query t of head h sits at h*T + t of [B,H,T,dh].
+      const h = Math.floor(hq / c.T);
+      const tq = hq % c.T;
       const kvh = Math.floor(h / c.g);
       const s: number[] = [];
       for (let t = 0; t < c.L; t++) {
         let dot = 0;
         for (let i = 0; i < c.dh; i++)
           dot +=
-            (q[(b * H + h) * c.dh + i] as number) * (k[((b * c.Hkv + kvh) * c.L + t) * c.dh + i] as number);
-        s.push(dot / Math.sqrt(c.dh) + (bias[(c.shared ? 0 : b) * c.L + t] as number));
+            (q[(b * H * c.T + hq) * c.dh + i] as number) *
+            (k[((b * c.Hkv + kvh) * c.L + t) * c.dh + i] as number);
+        s.push(dot / Math.sqrt(c.dh) + (bias[((c.shared ? 0 : b) * c.T + tq) * c.L + t] as number));
       }
       const max = Math.max(...s);
       const e = s.map((x) => Math.exp(x - max));
       const z = e.reduce((x, y) => x + y, 0);
       for (let t = 0; t < c.L; t++)
         for (let i = 0; i < c.dh; i++)
-          out[(b * H + h) * c.dh + i] =
-            (out[(b * H + h) * c.dh + i] as number) +
+          out[(b * H * c.T + hq) * c.dh + i] =
+            (out[(b * H * c.T + hq) * c.dh + i] as number) +
             ((e[t] as number) / z) * (v[((b * c.Hkv + kvh) * c.L + t) * c.dh + i] as number);
     }
   return out;
@@ -65,12 +71,18 @@ function inputs(c: Case) {
     return (state / 2147483648) * 4 - 2;
   };
   const H = c.Hkv * c.g;
-  const q = Float32Array.from({ length: c.B * H * c.dh }, rand);
+  const q = Float32Array.from({ length: c.B * H * c.T * c.dh }, rand);
   const k = Float32Array.from({ length: c.B * c.Hkv * c.L * c.dh }, rand);
   const v = Float32Array.from({ length: c.B * c.Hkv * c.L * c.dh }, rand);
   const rows = c.shared ? 1 : c.B;
-  const bias = new Float32Array(rows * c.L);
-  for (let b = 0; b < rows; b++) bias.fill(-1e9, b * c.L, b * c.L + (c.pads[b] ?? 0));
+  // Per row and query: the row's padding columns, and (T > 1) the keys after the query's own position.
+  const bias = new Float32Array(rows * c.T * c.L);
+  for (let b = 0; b < rows; b++)
+    for (let t = 0; t < c.T; t++) {
+      const at = (b * c.T + t) * c.L;
+      bias.fill(-1e9, at, at + (c.pads[b] ?? 0));
+      bias.fill(-1e9, at + c.L - c.T + t + 1, at + c.L);
+    }
   return { q, k, v, bias, H, rows };
 }
 
@@ -86,6 +98,7 @@ const caseArb = fc
     Hkv: fc.integer({ min: 1, max: 3 }),
     g: fc.integer({ min: 1, max: 3 }),
     L: fc.integer({ min: 1, max: 40 }),
+    T: fc.constantFrom(1, 1, 2, 5),
     dh: fc.constantFrom(4, 8, 16, 64, 128),
     shared: fc.boolean(),
     seed: fc.integer({ min: 0, max: 1000 }),
@@ -93,7 +106,12 @@ const caseArb = fc
   .chain((c) =>
     fc.record({
       ...Object.fromEntries(Object.entries(c).map(([key, x]) => [key, fc.constant(x)])),
-      pads: fc.array(fc.integer({ min: 0, max: c.L - 1 }), { minLength: c.B, maxLength: c.B }),
+      T: fc.constant(Math.min(c.T, c.L)),
+      // Every query keeps at least its own key: padding stays left of the first query's position.
+      pads: fc.array(fc.integer({ min: 0, max: c.L - Math.min(c.T, c.L) }), {
+        minLength: c.B,
+        maxLength: c.B,
+      }),
     }),
   ) as fc.Arbitrary<Case>;
 
@@ -104,18 +122,18 @@ describe("fused decode attention (wasm)", () => {
     expect(hasDecodeAttention(6)).toBe(false);
   });
 
-  it("equals a float64 reference and the op-by-op path (grouped heads, padding, shared bias)", () => {
+  it("equals a float64 reference and the op-by-op path (grouped heads, padding, shared bias, prefill queries)", () => {
     fc.assert(
       fc.property(caseArb, (c) => {
         const { q, k, v, bias, H, rows } = inputs(c);
-        const qt = tf.tensor4d(q, [c.B, H, 1, c.dh]);
+        const qt = tf.tensor4d(q, [c.B, H, c.T, c.dh]);
         const kt = tf.tensor4d(k, [c.B, c.Hkv, c.L, c.dh]);
         const vt = tf.tensor4d(v, [c.B, c.Hkv, c.L, c.dh]);
-        const bt = tf.tensor4d(bias, [rows, 1, 1, c.L]);
+        const bt = tf.tensor4d(bias, [rows, 1, c.T, c.L]);
         const before = tf.memory().numTensors;
         const fused = decodeAttention(qt, kt, vt, bt, 1 / Math.sqrt(c.dh));
         expect(tf.memory().numTensors).toBe(before + 1);
-        const ops = tf.tidy(() => groupedAttention(qt, kt, vt, bt, 1 / Math.sqrt(c.dh)));
+        const ops = tf.tidy(() => groupedAttention(qt, kt, vt, groupBias(bt, c.g), 1 / Math.sqrt(c.dh)));
         const got = fused.dataSync();
         const ref = reference(q, k, v, bias, c);
         // Outputs are convex combinations of values in [-2, 2]: float32 rounding stays far below 1e-5.

@@ -16,14 +16,21 @@ import {
  * two batched products (`[g, dh] x [dh, L]` per row and key head) in its scalar per-batch loop, about as
  * slow as plain JavaScript; here the products are WebAssembly SIMD loops (decode-attention.wat, run on the
  * backend's own memory) and the softmax runs in JavaScript over the scores in place. Inference only (no
- * gradient): `decoderBlocks` takes it for single-token steps against a cache.
+ * gradient): `decoderBlocks` takes it for generation, a decode step's one token per row against its cache
+ * and a prefill's T tokens per row (each with its own causal bias row).
  */
 
 export const DECODE_ATTENTION_KERNEL = "AglDecodeAttention";
 
 /** Rows, query heads, key/value heads, cached positions, head size. */
 type Dims = [B: number, H: number, Hkv: number, L: number, dh: number];
-type ScoresFn = (q: number, k: number, bias: number, out: number, ...rest: [...Dims, number, number]) => void;
+type ScoresFn = (
+  q: number,
+  k: number,
+  bias: number,
+  out: number,
+  ...rest: [...Dims, biasStride: number, Q: number, biasQStride: number, scale: number]
+) => void;
 type WeightedFn = (p: number, v: number, out: number, ...dims: Dims) => void;
 
 type Kernels = { scores: ScoresFn; weighted: WeightedFn };
@@ -55,13 +62,16 @@ function wasmKernel(args: KernelArgs) {
   const be = args.backend as WasmBackend;
   const [B, H, T, dh] = q.shape as [number, number, number, number];
   const [, Hkv, L] = k.shape as [number, number, number];
-  const biasRows = bias.shape[0] as number;
-  if (T !== 1 || bias.shape[bias.shape.length - 1] !== L || (biasRows !== 1 && biasRows !== B))
-    throw new Error(`${DECODE_ATTENTION_KERNEL}: one query per row and a bias [B|1,1,1,${L}]`);
+  const [biasRows, , biasQ] = bias.shape as [number, number, number];
+  if (bias.shape[3] !== L || (biasRows !== 1 && biasRows !== B) || (biasQ !== 1 && biasQ !== T))
+    throw new Error(`${DECODE_ATTENTION_KERNEL}: a bias [B|1,1,T|1,${L}]`);
   const kernels = kernelsOn(be.wasm.asm.memory) as Kernels;
   const out = be.makeOutput(q.shape, "float32");
   const at = (t: tf.TensorInfo) => heapOffset(be, t);
-  const scores = be.wasm._malloc(B * H * L * 4);
+  // The T queries of a head are T consecutive "heads" of one query each: [B,H,T,dh] is [B,H*T,1,dh],
+  // and query head h*T+t still reads key head h/g (g*T of them per key head).
+  const HT = H * T;
+  const scores = be.wasm._malloc(B * HT * L * 4);
   try {
     kernels.scores(
       at(q),
@@ -69,16 +79,18 @@ function wasmKernel(args: KernelArgs) {
       at(bias),
       scores,
       B,
-      H,
+      HT,
       Hkv,
       L,
       dh,
-      biasRows === 1 ? 0 : L,
+      biasRows === 1 ? 0 : biasQ * L,
+      T,
+      biasQ === 1 ? 0 : L,
       args.attrs?.scale as number,
     );
     // A view taken now: nothing allocates between here and its last use.
-    softmaxRows(new Float32Array(be.wasm.HEAPU8.buffer, scores, B * H * L), L);
-    kernels.weighted(scores, at(v), at(out), B, H, Hkv, L, dh);
+    softmaxRows(new Float32Array(be.wasm.HEAPU8.buffer, scores, B * HT * L), L);
+    kernels.weighted(scores, at(v), at(out), B, HT, Hkv, L, dh);
   } finally {
     be.wasm._free(scores);
   }
@@ -94,8 +106,9 @@ export function hasDecodeAttention(dh: number): boolean {
 }
 
 /**
- * Attention `[B,H,1,dh]` of `q [B,H,1,dh]` against `k, v [B,Hkv,L,dh]` with the additive `bias
- * [B|1,1,1,L]`, where `hasDecodeAttention(dh)` holds; float32 inputs.
+ * Attention `[B,H,T,dh]` of `q [B,H,T,dh]` against `k, v [B,Hkv,L,dh]` with the additive `bias
+ * [B|1,1,T|1,L]` (a decode step's padding mask, or a prefill's causal rows), where `hasDecodeAttention(dh)`
+ * holds; float32 inputs.
  */
 export function decodeAttention(
   q: tf.Tensor4D,

@@ -2,12 +2,13 @@
   ;; The tfjs-wasm backend's heap: every pointer below is a byte offset into it.
   (import "env" "memory" (memory 0))
 
-  ;; scores[b,h,t] = scale * q[b,h,:].k[b,h/g,t,:] + bias[b*biasStride + t]
-  ;; q [B,H,dh], k [B,Hkv,L,dh], scores [B,H,L]; dh a multiple of 4.
+  ;; scores[b,h,t] = scale * q[b,h,:].k[b,h/g,t,:] + bias[b*biasStride + (h mod Q)*biasQStride + t]
+  ;; q [B,H,dh], k [B,Hkv,L,dh], scores [B,H,L]; dh a multiple of 4. A prefill's T queries per head are
+  ;; H*T "heads" here (Q = T), each with its own causal bias row (biasQStride = L).
   (func (export "scores")
     (param $q i32) (param $k i32) (param $bias i32) (param $out i32)
     (param $B i32) (param $H i32) (param $Hkv i32) (param $L i32) (param $dh i32)
-    (param $biasStride i32) (param $scale f32)
+    (param $biasStride i32) (param $Q i32) (param $biasQStride i32) (param $scale f32)
     (local $b i32) (local $h i32) (local $t i32) (local $g i32)
     (local $qp i32) (local $qend i32) (local $kp i32) (local $qi i32) (local $ki i32)
     (local $bp i32) (local $op i32) (local $acc v128) (local $rowBytes i32)
@@ -17,11 +18,14 @@
     (local.set $b (i32.const 0))
     (block $bdone (loop $bloop
       (br_if $bdone (i32.ge_u (local.get $b) (local.get $B)))
-      (local.set $bp (i32.add (local.get $bias)
-        (i32.shl (i32.mul (local.get $b) (local.get $biasStride)) (i32.const 2))))
       (local.set $h (i32.const 0))
       (block $hdone (loop $hloop
         (br_if $hdone (i32.ge_u (local.get $h) (local.get $H)))
+        (local.set $bp (i32.add (local.get $bias)
+          (i32.shl
+            (i32.add (i32.mul (local.get $b) (local.get $biasStride))
+              (i32.mul (i32.rem_u (local.get $h) (local.get $Q)) (local.get $biasQStride)))
+            (i32.const 2))))
         (local.set $qp (i32.add (local.get $q)
           (i32.mul (i32.add (i32.mul (local.get $b) (local.get $H)) (local.get $h)) (local.get $rowBytes))))
         (local.set $qend (i32.add (local.get $qp) (local.get $rowBytes)))

@@ -34,6 +34,9 @@ export interface DecoderWeights {
  */
 export const generationKernels = { enabled: true };
 
+/** Most attention scores (`B*H*T*L`, float32) the fused attention allocates at once: 64 MiB. */
+const FUSED_ATTENTION_MAX_SCORES = 16 * 2 ** 20;
+
 function need(m: DecoderWeights, name: string): tf.Variable {
   const v = m.weight(name);
   if (!v) throw new Error(`No weight "${name}"`);
@@ -69,7 +72,6 @@ export function decoderBlocks(
   const adapters = planAdapters(m.adapters, choice, B, T);
   const { numHeads: H, numKvHeads: Hkv, headDim: dh, rmsNormEps: eps } = a;
   const { cos, sin } = rotary.tables(positions, B, T);
-  const attnBias = groupBias(bias, H / Hkv);
   const heads = (t: tf.Tensor, n: number) => tf.reshape(t, [B, T, n, dh]);
   // With one position per row, [B,1,n,dh] and [B,n,1,dh] hold the same order: a reshape, not a copy.
   const toBHTD = (t: tf.Tensor) =>
@@ -81,9 +83,13 @@ export function decoderBlocks(
   const kernels = inference && generationKernels.enabled;
   const norm = kernels ? rmsNormFused : rmsNorm;
   const rotate = kernels ? rotaryFused : applyRotary;
-  // One new token per row against a cache (a decode step): the fused attention where the backend has it.
+  // A decode step: one new token per row against a cache.
   const step = T === 1 && past !== undefined;
-  const fused = kernels && step && hasDecodeAttention(dh);
+  // The fused attention (decode steps and prefills) where the backend has it, while its scores buffer
+  // `[B,H,T,L]` stays moderate (the op path materialises the same scores).
+  const L = T + (past?.[0]?.k.shape[2] ?? 0);
+  const fused = kernels && B * H * T * L <= FUSED_ATTENTION_MAX_SCORES && hasDecodeAttention(dh);
+  const attnBias = fused ? bias : groupBias(bias, H / Hkv);
   const append = (prev: tf.Tensor4D, col: tf.Tensor4D) =>
     kernels && step ? appendColumnFused(prev, col) : (tf.concat([prev, col], 2) as tf.Tensor4D);
   let h: tf.Tensor = x;
