@@ -8,35 +8,16 @@
  */
 
 import { loadavg } from "node:os";
-import {
-  applyLora,
-  PretrainedModel,
-  parseHfConfig,
-  randomCheckpointConfig,
-  selectBackend,
-  tf,
-} from "@agl/trainer-gpu";
+import { selectBackend, tf } from "@agl/trainer-gpu";
 import { createRng, sampleToken } from "../packages/trainer-gpu/src/generate/sampling.js";
 import { generationKernels } from "../packages/trainer-gpu/src/pretrained/decoder.js";
 import { prefillRows } from "../packages/trainer-gpu/src/pretrained/incremental.js";
+import { generationBenchModel } from "./support/generation-model.js";
 
 const stepsArg = process.argv.indexOf("--steps");
 const STEPS = stepsArg > 0 ? Number(process.argv[stepsArg + 1]) : 20;
 await selectBackend({ log: () => {} });
-const { arch } = parseHfConfig(
-  randomCheckpointConfig({
-    family: "qwen2",
-    seed: 1,
-    vocabSize: 2048,
-    hiddenSize: 256,
-    intermediateSize: 768,
-    numLayers: 4,
-    numHeads: 4,
-    numKvHeads: 2,
-    maxPositionEmbeddings: 1024,
-  }),
-);
-const model = applyLora(PretrainedModel.random(arch, 1), { rank: 16 });
+const model = generationBenchModel();
 const prompt = Array.from({ length: 32 }, (_, i) => 11 + ((i * 13) % 2000));
 
 async function profile(rows: number, kernelTimes = true) {

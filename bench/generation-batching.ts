@@ -12,15 +12,8 @@ import { writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import {
-  applyLora,
-  Generator,
-  PretrainedModel,
-  parseHfConfig,
-  randomCheckpointConfig,
-  selectBackend,
-  Tokenizer,
-} from "@agl/trainer-gpu";
+import { Generator, selectBackend, Tokenizer } from "@agl/trainer-gpu";
+import { generationBenchModel } from "./support/generation-model.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const quick = process.argv.includes("--quick");
@@ -30,20 +23,7 @@ const backend = (await selectBackend({ log: () => {} })).label;
 const tokenizer = new Tokenizer({
   chars: Array.from({ length: 2048 - 11 }, (_, i) => String.fromCodePoint(0x4e00 + i)).join(""),
 });
-const { arch } = parseHfConfig(
-  randomCheckpointConfig({
-    family: "qwen2",
-    seed: 1,
-    vocabSize: 2048,
-    hiddenSize: 256,
-    intermediateSize: 768,
-    numLayers: 4,
-    numHeads: 4,
-    numKvHeads: 2,
-    maxPositionEmbeddings: 1024,
-  }),
-);
-const model = applyLora(PretrainedModel.random(arch, 1), { rank: 16 });
+const model = generationBenchModel();
 const promptOf = (k: number) => Array.from({ length: 32 }, (_, i) => 11 + ((i * 13 + k * 101) % 2000));
 
 async function measure(concurrency: number, distinct: boolean) {
