@@ -1,0 +1,132 @@
+/**
+ * Where the database's time goes in one single-span OTLP export on PostgreSQL: a durable cluster
+ * (fsync and synchronous commit on) started with pg_stat_statements (track = all: the statements
+ * inside agl_ingest_attempt_spans too) and track_functions = all. One connection makes BENCH_CALLS
+ * exports of one span each to one attempt (as a Python runner with OtelTracer does) and, for the
+ * floor of a call, as many `SELECT 1` (no commit) and single-row INSERTs (a commit each). Prints the
+ * backend CPU per call of each (/proc) and the statements' share of the export's time.
+ *
+ *   pnpm exec tsx bench/store-pg-profile.ts   (env: BENCH_CALLS=2000, BENCH_FN=agl_ingest_attempt_spans)
+ */
+import { readFileSync } from "node:fs";
+import { loadavg } from "node:os";
+import type { Span } from "@agl/core";
+import pg from "pg";
+import { callForOneAttempt, callForOneSpan } from "../packages/store/src/postgres/pg-span-ingest.js";
+import { PostgresLightningStore } from "../packages/store/src/postgres/postgres-store.js";
+import { startPostgresCluster } from "../test/support/postgres.js";
+
+const CALLS = Number(process.env.BENCH_CALLS ?? 2000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+/** BENCH_STATS=0: no pg_stat_statements (its hooks cost CPU too), for the CPU comparison alone. */
+const STATS = process.env.BENCH_STATS !== "0";
+const cluster = await startPostgresCluster({
+  durable: true,
+  settings: STATS
+    ? ["shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all", "track_functions=all"]
+    : [],
+});
+
+const cpuMs = (pid: number): number => {
+  const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+};
+
+const span = (rid: string, aid: string, i: number): Span =>
+  ({
+    rollout_id: rid,
+    attempt_id: aid,
+    sequence_id: 0,
+    trace_id: "ab".repeat(16),
+    span_id: `s${i}`.padStart(16, "0"),
+    parent_id: null,
+    name: `llm-call-${i}`,
+    status: { status_code: "OK", description: null },
+    attributes: { "gen_ai.prompt": "x".repeat(150) },
+    events: [],
+    links: [],
+    start_time: 1,
+    end_time: 2,
+    context: null,
+    parent: null,
+    resource: { attributes: {}, schema_url: "" },
+  }) as unknown as Span;
+
+const store = await PostgresLightningStore.connect(cluster.url, { listen: false, watchdog: false });
+await store.close();
+const c = new pg.Client({ connectionString: cluster.url, options: "-c search_path=public" });
+await c.connect();
+if (STATS) await c.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+await c.query("CREATE TABLE IF NOT EXISTS floor_rows (pk bigserial PRIMARY KEY, v text)");
+const pid = (await c.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
+
+async function perCall(name: string, call: (i: number) => Promise<unknown>): Promise<void> {
+  for (let i = 0; i < 50; i++) await call(-1 - i);
+  const cpu0 = cpuMs(pid);
+  const node0 = process.cpuUsage();
+  const t0 = performance.now();
+  for (let i = 0; i < CALLS; i++) await call(i);
+  const wall = (performance.now() - t0) / CALLS;
+  const node = process.cpuUsage(node0);
+  console.log(
+    JSON.stringify({
+      name,
+      backend_cpu_ms: (cpuMs(pid) - cpu0) / CALLS,
+      node_cpu_ms: (node.user + node.system) / 1000 / CALLS,
+      wall_ms: wall,
+      load: loadavg()[0],
+    }),
+  );
+}
+
+console.log(
+  `${CALLS} calls each, one connection; load average ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(" / ")}`,
+);
+// Rollouts of 200 spans each, as the OTLP runner makes them; spans ids unique across rounds.
+let target = { rid: "", aid: "" };
+let serial = 0;
+const exportWith =
+  (fn: typeof callForOneSpan) =>
+  async (i: number): Promise<void> => {
+    if (i < 0 || i % 200 === 0) {
+      const s = await PostgresLightningStore.connect(cluster.url, { listen: false, watchdog: false });
+      const r = await s.startRollout({ input: i });
+      await s.close();
+      target = { rid: r.rollout_id, aid: r.attempt.attempt_id };
+    }
+    const entry = { span: span(target.rid, target.aid, serial++), assign: true };
+    const rows = await fn(c, entry, Date.now() / 1000);
+    if (rows.length !== 1 || rows[0]!.o_rid === null) throw new Error(`not stored: ${JSON.stringify(rows)}`);
+  };
+for (let round = 0; round < ROUNDS; round++) {
+  await perCall("SELECT 1", () => c.query({ name: "one", text: "SELECT 1" }));
+  await perCall("INSERT one row (commit)", (i) =>
+    c.query({ name: "ins", text: "INSERT INTO floor_rows (v) VALUES ($1)", values: [`v${i}`] }),
+  );
+  const variants = {
+    "single-span export, agl_ingest_attempt_spans (v4)": exportWith((cl, e, now) =>
+      callForOneAttempt(cl, [e], now),
+    ),
+    "single-span export, agl_ingest_one_span (v6)": exportWith(callForOneSpan),
+  };
+  const names = Object.keys(variants) as Array<keyof typeof variants>;
+  for (const name of round % 2 === 0 ? names : names.reverse()) await perCall(name, variants[name]);
+}
+if (STATS) {
+  const { rows } = await c.query(
+    `SELECT calls, round(total_exec_time::numeric / calls * 1000, 1) AS us_per_call, round(total_plan_time::numeric / greatest(calls, 1) * 1000, 1) AS plan_us, toplevel,
+     left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query
+   FROM pg_stat_statements WHERE calls >= ${CALLS} ORDER BY total_exec_time DESC LIMIT 20`,
+  );
+  console.table(rows);
+  const fns = await c.query(
+    "SELECT funcname, calls, round((total_time / calls * 1000)::numeric, 1) AS total_us, round((self_time / calls * 1000)::numeric, 1) AS self_us FROM pg_stat_user_functions WHERE calls > 0",
+  );
+  console.table(fns.rows);
+}
+await c.end();
+cluster.stop();
+process.exit(0);
