@@ -3,13 +3,15 @@
  * (fsync and synchronous commit on) started with pg_stat_statements (track = all: the statements
  * inside agl_ingest_attempt_spans too) and track_functions = all. One connection makes BENCH_CALLS
  * exports of one span each to one attempt (as a Python runner with OtelTracer does) and, for the
- * floor of a call, as many `SELECT 1` (no commit) and single-row INSERTs (a commit each). Prints the
- * backend CPU per call of each (/proc) and the statements' share of the export's time.
+ * floor of a call, as many `SELECT 1` (no commit) and single-row INSERTs (a commit each); and the
+ * same export through the store (group commit, pool, parsing). Prints the CPU per call of the whole
+ * cluster and of this process (/proc, process.cpuUsage) and the statements' share of the export's time.
  *
  *   pnpm exec tsx bench/store-pg-profile.ts   (env: BENCH_CALLS=2000, BENCH_FN=agl_ingest_attempt_spans)
  */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { loadavg } from "node:os";
+import { join } from "node:path";
 import type { Span } from "@agl/core";
 import pg from "pg";
 import { callForOneAttempt, callForOneSpan } from "../packages/store/src/postgres/pg-span-ingest.js";
@@ -27,10 +29,21 @@ const cluster = await startPostgresCluster({
     : [],
 });
 
-const cpuMs = (pid: number): number => {
-  const text = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = text.slice(text.lastIndexOf(")") + 2).split(" ");
-  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+const postmaster = readFileSync(join(cluster.dataDir, "postmaster.pid"), "utf8").split("\n")[0]!;
+/** CPU ms of every process of the cluster (backends, WAL writer, …; the one serving a call included). */
+const clusterCpuMs = (): number => {
+  let ticks = 0;
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const f = text.slice(text.lastIndexOf(")") + 2).split(" ");
+      if (f[1] === postmaster || pid === postmaster) ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return (ticks * 1000) / 100;
 };
 
 const span = (rid: string, aid: string, i: number): Span =>
@@ -59,11 +72,10 @@ const c = new pg.Client({ connectionString: cluster.url, options: "-c search_pat
 await c.connect();
 if (STATS) await c.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
 await c.query("CREATE TABLE IF NOT EXISTS floor_rows (pk bigserial PRIMARY KEY, v text)");
-const pid = (await c.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
 
 async function perCall(name: string, call: (i: number) => Promise<unknown>): Promise<void> {
   for (let i = 0; i < 50; i++) await call(-1 - i);
-  const cpu0 = cpuMs(pid);
+  const cpu0 = clusterCpuMs();
   const node0 = process.cpuUsage();
   const t0 = performance.now();
   for (let i = 0; i < CALLS; i++) await call(i);
@@ -72,7 +84,7 @@ async function perCall(name: string, call: (i: number) => Promise<unknown>): Pro
   console.log(
     JSON.stringify({
       name,
-      backend_cpu_ms: (cpuMs(pid) - cpu0) / CALLS,
+      database_cpu_ms: (clusterCpuMs() - cpu0) / CALLS,
       node_cpu_ms: (node.user + node.system) / 1000 / CALLS,
       wall_ms: wall,
       load: loadavg()[0],
@@ -101,6 +113,21 @@ const exportWith =
     const rows = await fn(c, entry, Date.now() / 1000);
     if (rows.length !== 1 || rows[0]!.o_rid === null) throw new Error(`not stored: ${JSON.stringify(rows)}`);
   };
+// The same export through the store (group commit, pool, span parsing, bookkeeping): the server's
+// share of a request beyond the call itself.
+const viaStore = await PostgresLightningStore.connect(cluster.url, { listen: false, watchdog: false });
+let storeTarget = { rid: "", aid: "" };
+const exportViaStore = async (i: number): Promise<void> => {
+  if (i < 0 || i % 200 === 0) {
+    const r = await viaStore.startRollout({ input: i });
+    storeTarget = { rid: r.rollout_id, aid: r.attempt.attempt_id };
+  }
+  const stored = await viaStore.addManySpansAssigningSequences(
+    [span(storeTarget.rid, storeTarget.aid, serial++)],
+    [true],
+  );
+  if (stored.length !== 1) throw new Error("not stored");
+};
 for (let round = 0; round < ROUNDS; round++) {
   await perCall("SELECT 1", () => c.query({ name: "one", text: "SELECT 1" }));
   await perCall("INSERT one row (commit)", (i) =>
@@ -111,6 +138,7 @@ for (let round = 0; round < ROUNDS; round++) {
       callForOneAttempt(cl, [e], now),
     ),
     "single-span export, agl_ingest_one_span (v6)": exportWith(callForOneSpan),
+    "single-span export through the store (v6)": exportViaStore,
   };
   const names = Object.keys(variants) as Array<keyof typeof variants>;
   for (const name of round % 2 === 0 ? names : names.reverse()) await perCall(name, variants[name]);
@@ -128,5 +156,6 @@ if (STATS) {
   console.table(fns.rows);
 }
 await c.end();
+await viaStore.close();
 cluster.stop();
 process.exit(0);
