@@ -13,7 +13,6 @@
  */
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
-import type { Span } from "@agl/core";
 import pg from "pg";
 import {
   callForMany,
@@ -21,6 +20,7 @@ import {
   callForOneSpan,
 } from "../packages/store/src/postgres/pg-span-ingest.js";
 import { PostgresLightningStore } from "../packages/store/src/postgres/postgres-store.js";
+import { benchSpan } from "./store-pg-span.js";
 import { startBenchBackends } from "./support/bench-backends.js";
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 1500);
@@ -36,26 +36,7 @@ const cpuMs = (pid: number): number => {
 type Target = { rid: string; aid: string };
 type Call = (c: pg.Client, targets: Target[], i: number) => Promise<unknown>;
 
-/** An OTLP span as the store passes it on: a placeholder sequence id, handed out by the insert. */
-const span = (t: Target, i: number): Span =>
-  ({
-    rollout_id: t.rid,
-    attempt_id: t.aid,
-    sequence_id: 0,
-    trace_id: "ab".repeat(16),
-    span_id: `s${i}`,
-    parent_id: null,
-    name: `llm-call-${i}`,
-    status: { status_code: "OK", description: null },
-    attributes: { "gen_ai.prompt": "x".repeat(120) },
-    events: [],
-    links: [],
-    start_time: 1,
-    end_time: 2,
-    context: null,
-    parent: null,
-    resource: { attributes: {}, schema_url: "" },
-  }) as unknown as Span;
+const span = (t: Target, i: number) => benchSpan(t.rid, t.aid, `s${i}`);
 
 const calls: Record<string, Call> = {
   "single-span export, agl_ingest_spans (v3)": (c, t, i) =>

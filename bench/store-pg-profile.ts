@@ -12,11 +12,11 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
-import type { Span } from "@agl/core";
 import pg from "pg";
 import { callForOneAttempt, callForOneSpan } from "../packages/store/src/postgres/pg-span-ingest.js";
 import { PostgresLightningStore } from "../packages/store/src/postgres/postgres-store.js";
 import { startPostgresCluster } from "../test/support/postgres.js";
+import { benchSpan } from "./store-pg-span.js";
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 2000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
@@ -48,25 +48,7 @@ const clusterCpuMs = (): number => {
   return (ticks * 1000) / 100;
 };
 
-const span = (rid: string, aid: string, i: number): Span =>
-  ({
-    rollout_id: rid,
-    attempt_id: aid,
-    sequence_id: 0,
-    trace_id: "ab".repeat(16),
-    span_id: `s${i}`.padStart(16, "0"),
-    parent_id: null,
-    name: `llm-call-${i}`,
-    status: { status_code: "OK", description: null },
-    attributes: { "gen_ai.prompt": "x".repeat(150) },
-    events: [],
-    links: [],
-    start_time: 1,
-    end_time: 2,
-    context: null,
-    parent: null,
-    resource: { attributes: {}, schema_url: "" },
-  }) as unknown as Span;
+const span = (rid: string, aid: string, i: number) => benchSpan(rid, aid, `s${i}`.padStart(16, "0"), 150);
 
 const store = await PostgresLightningStore.connect(cluster.url, { listen: false, watchdog: false });
 await store.close();
