@@ -120,7 +120,11 @@ type Entries = Array<{ span: Span; assign: boolean }>;
 type Call = (c: pg.Client, entries: Entries, now: number) => Promise<Array<{ o_sid: string | null }>>;
 
 /** `call` answers and writes what agl_ingest_spans does, batch after batch, on twin schemas. */
-async function agreesWithMany(call: Call, batches: fc.Arbitrary<Array<Batch>>) {
+async function agreesWithMany(
+  call: Call,
+  batches: fc.Arbitrary<Array<Batch>>,
+  examples: Array<[Setup[], Batch[]]> = [],
+) {
   await fc.assert(
     fc.asyncProperty(fc.array(setup, { minLength: 1, maxLength: 3 }), batches, async (setups, bts) => {
       const { a, b, targets } = await twin(setups);
@@ -151,7 +155,7 @@ async function agreesWithMany(call: Call, batches: fc.Arbitrary<Array<Batch>>) {
         await pgdb.admin().query(`DROP SCHEMA ${a} CASCADE; DROP SCHEMA ${b} CASCADE`);
       }
     }),
-    { numRuns: 40 },
+    { numRuns: 40, examples },
   );
 }
 
@@ -169,9 +173,23 @@ describe("PostgreSQL: agl_ingest_attempt_spans and agl_ingest_one_span", () => {
     // Runs of single spans: repeats of a span id (already stored), both kinds of sequence ids, the
     // counter's first move (no row yet) and its saturation.
     const single = batch.map((bt) => ({ ...bt, spans: bt.spans.slice(0, 1) }));
+    // Always tried: a running attempt whose counter saturates on the third span.
+    const nearMax: Setup = {
+      config: { timeout_seconds: null, unresponsive_seconds: null },
+      worker: false,
+      before: "running",
+      counter: MAX_SPAN_SEQUENCE_ID - 2,
+    };
+    const one = (id: Batch["spans"][number]["id"]): Batch => ({
+      target: 0,
+      attempt: 0,
+      assign: true,
+      spans: [{ id, seq: 0 }],
+    });
     await agreesWithMany(
       (c, entries, now) => callForOneSpan(c, entries[0]!, now),
       fc.array(single, { minLength: 1, maxLength: 10 }),
+      [[[nearMax], (["a", "b", "c", "d", "a"] as const).map(one)]],
     );
   });
 
