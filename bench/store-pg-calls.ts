@@ -4,7 +4,8 @@
  * process serving the calls (/proc), its wall time per call, and the same call with synchronous_commit
  * off (only to show how much of the wall time is the commit's WAL flush; the store never does this).
  *   - a single-span export (an OTLP request, one add_span): agl_ingest_spans (migration 3) vs
- *     agl_ingest_attempt_spans (migration 4), what pg-span-ingest.ts now calls for it;
+ *     agl_ingest_attempt_spans (migration 4) vs agl_ingest_one_span (migration 6), what
+ *     pg-span-ingest.ts now calls for it;
  *   - 4 spans of 4 rollouts (a group-committed batch): agl_ingest_spans, for reference;
  *   - locking a rollout and reading its latest attempt: two statements vs agl_lock_rollouts (migration 5).
  *
@@ -12,10 +13,14 @@
  */
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
-import type { Span } from "@agl/core";
 import pg from "pg";
-import { callForMany, callForOneAttempt } from "../packages/store/src/postgres/pg-span-ingest.js";
+import {
+  callForMany,
+  callForOneAttempt,
+  callForOneSpan,
+} from "../packages/store/src/postgres/pg-span-ingest.js";
 import { PostgresLightningStore } from "../packages/store/src/postgres/postgres-store.js";
+import { benchSpan } from "./store-pg-span.js";
 import { startBenchBackends } from "./support/bench-backends.js";
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 1500);
@@ -31,32 +36,15 @@ const cpuMs = (pid: number): number => {
 type Target = { rid: string; aid: string };
 type Call = (c: pg.Client, targets: Target[], i: number) => Promise<unknown>;
 
-/** An OTLP span as the store passes it on: a placeholder sequence id, handed out by the insert. */
-const span = (t: Target, i: number): Span =>
-  ({
-    rollout_id: t.rid,
-    attempt_id: t.aid,
-    sequence_id: 0,
-    trace_id: "ab".repeat(16),
-    span_id: `s${i}`,
-    parent_id: null,
-    name: `llm-call-${i}`,
-    status: { status_code: "OK", description: null },
-    attributes: { "gen_ai.prompt": "x".repeat(120) },
-    events: [],
-    links: [],
-    start_time: 1,
-    end_time: 2,
-    context: null,
-    parent: null,
-    resource: { attributes: {}, schema_url: "" },
-  }) as unknown as Span;
+const span = (t: Target, i: number) => benchSpan(t.rid, t.aid, `s${i}`);
 
 const calls: Record<string, Call> = {
   "single-span export, agl_ingest_spans (v3)": (c, t, i) =>
     callForMany(c, [{ span: span(t[i % 4]!, i), assign: true }], Date.now() / 1000),
   "single-span export, agl_ingest_attempt_spans (v4)": (c, t, i) =>
     callForOneAttempt(c, [{ span: span(t[i % 4]!, i), assign: true }], Date.now() / 1000),
+  "single-span export, agl_ingest_one_span (v6)": (c, t, i) =>
+    callForOneSpan(c, { span: span(t[i % 4]!, i), assign: true }, Date.now() / 1000),
   "4 spans of 4 rollouts, agl_ingest_spans (v3)": (c, t, i) =>
     callForMany(
       c,

@@ -289,6 +289,74 @@ export const POSTGRES_MIGRATIONS: readonly PgMigration[] = [
       END
       $fn$;`,
   },
+  {
+    version: 6,
+    name: "one span in one call",
+    // The single span of an OTLP export from OtelTracer or of one add_span, the commonest write, with
+    // agl_ingest_attempt_spans's rules (version 4) for one span: scalar arguments (no arrays to parse,
+    // no JSON array to index), a counter that exists moved by a plain UPDATE (an upsert's speculative
+    // insert is dearer), one-row statements, and one row returned through OUT arguments (a set
+    // returning function materialises its rows first). plpgsql, not a SQL function: its plans are
+    // cached for the session, and the attempt is read by a statement of its own once the lock is held.
+    // o_covered false: nothing written, the store runs its general transaction; o_seq NULL: the span
+    // was already stored (nothing written either).
+    sql: `CREATE FUNCTION agl_ingest_one_span(p_rid text, p_aid text, p_assign bool, p_seq int, p_tid text,
+        p_sid text, p_pid text, p_name text, p_st float8, p_et float8, p_data jsonb, p_now float8,
+        OUT o_covered bool, OUT o_seq int, OUT o_deadline float8)
+      LANGUAGE plpgsql AS $fn$
+      DECLARE
+        r_status text; r_count int; r_config jsonb; r_deadline float8;
+        a_seq int; a_status text; a_worker text; a_start float8;
+        v_status text;
+      BEGIN
+        SELECT r.status, r.attempt_count, r.config, r.deadline INTO r_status, r_count, r_config, r_deadline
+          FROM rollouts r WHERE r.rollout_id = p_rid FOR UPDATE;
+        IF FOUND THEN
+          -- A statement of its own: its snapshot is taken once the lock is held.
+          SELECT a.sequence_id, a.status, a.worker_id, a.start_time INTO a_seq, a_status, a_worker, a_start
+            FROM attempts a WHERE a.rollout_id = p_rid AND a.attempt_id = p_aid;
+        END IF;
+        o_covered := COALESCE(FOUND AND a_seq = r_count AND r_status <> 'requeuing'
+          AND (a_status = 'running' OR (a_status = 'preparing' AND a_worker IS NULL)), false);
+        IF NOT o_covered THEN
+          RETURN;
+        END IF;
+        IF p_assign THEN
+          UPDATE span_sequences s SET value = LEAST(s.value, 1073741824) + 1 WHERE s.rollout_id = p_rid
+            RETURNING s.value INTO p_seq;
+          IF NOT FOUND THEN
+            INSERT INTO span_sequences AS s (rollout_id, value) VALUES (p_rid, 1)
+              ON CONFLICT (rollout_id) DO UPDATE SET value = LEAST(s.value, 1073741824) + 1
+              RETURNING s.value INTO p_seq;
+          END IF;
+          p_seq := LEAST(p_seq, 1073741824);
+          p_data := jsonb_set(p_data, '{sequence_id}', to_jsonb(p_seq));
+        END IF;
+        INSERT INTO spans (rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time,
+            end_time, data)
+          VALUES (p_rid, p_aid, p_seq, p_tid, p_sid, p_pid, p_name, p_st, p_et, p_data)
+          ON CONFLICT (rollout_id, attempt_id, span_id) DO NOTHING
+          RETURNING spans.sequence_id INTO o_seq;
+        IF o_seq IS NULL THEN
+          RETURN;
+        END IF;
+        IF NOT p_assign THEN
+          INSERT INTO span_sequences AS s (rollout_id, value) VALUES (p_rid, o_seq)
+            ON CONFLICT (rollout_id) DO UPDATE SET value = GREATEST(s.value, EXCLUDED.value);
+        END IF;
+        v_status := CASE WHEN r_status = 'preparing' THEN 'running' ELSE r_status END;
+        o_deadline := CASE WHEN v_status IN ('preparing', 'running') THEN LEAST(
+          a_start + (r_config->>'timeout_seconds')::float8, p_now + (r_config->>'unresponsive_seconds')::float8) END;
+        UPDATE attempts a SET last_heartbeat_time = p_now, status = 'running', end_time = NULL
+          WHERE a.rollout_id = p_rid AND a.attempt_id = p_aid;
+        IF v_status <> r_status OR o_deadline IS DISTINCT FROM r_deadline THEN
+          UPDATE rollouts r SET status = v_status,
+            end_time = CASE WHEN v_status <> r_status THEN NULL ELSE r.end_time END, deadline = o_deadline
+            WHERE r.rollout_id = p_rid;
+        END IF;
+      END
+      $fn$;`,
+  },
 ];
 
 /** Apply the missing migrations in the client's current schema (search_path). */

@@ -1,18 +1,19 @@
 /**
- * The two span-ingest functions of the migrations agree: for spans of one attempt (all with or all
+ * The span-ingest functions of the migrations agree: for spans of one attempt (all with or all
  * without their sequence ids), agl_ingest_attempt_spans (migration 4) answers and writes exactly what
  * agl_ingest_spans (migration 3) does, from the same rows: the same stored spans and sequence ids
  * (duplicates, saturation at MAX_SPAN_SEQUENCE_ID, counters raised by ids clients chose), the same
  * activity on the attempt and rollout, the same watchdog deadline, and the same "not covered" answer
  * with nothing written (missing rollout or attempt, not the latest attempt, a worker to mark busy,
- * a requeuing rollout). Also: the store sends such batches to the one-attempt function.
+ * a requeuing rollout). So does agl_ingest_one_span (migration 6) for a single span. Also: the store
+ * sends such batches to these functions.
  */
 import { MAX_SPAN_SEQUENCE_ID, type Span } from "@agl/core";
 import fc from "fast-check";
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { testSpan, usePgTestDatabase } from "../../../../test/support/pg-test-database.js";
-import { callForMany, callForOneAttempt, ingestSpansAtOnce } from "./pg-span-ingest.js";
+import { callForMany, callForOneAttempt, callForOneSpan, ingestSpansAtOnce } from "./pg-span-ingest.js";
 import { PostgresLightningStore } from "./postgres-store.js";
 
 const pgdb = usePgTestDatabase("ing");
@@ -114,48 +115,81 @@ const batch = fc.record({
   ),
 });
 
-describe("PostgreSQL: agl_ingest_attempt_spans", () => {
+type Batch = typeof batch extends fc.Arbitrary<infer B> ? B : never;
+type Entries = Array<{ span: Span; assign: boolean }>;
+type Call = (c: pg.Client, entries: Entries, now: number) => Promise<Array<{ o_sid: string | null }>>;
+
+/** `call` answers and writes what agl_ingest_spans does, batch after batch, on twin schemas. */
+async function agreesWithMany(
+  call: Call,
+  batches: fc.Arbitrary<Array<Batch>>,
+  examples: Array<[Setup[], Batch[]]> = [],
+) {
+  await fc.assert(
+    fc.asyncProperty(fc.array(setup, { minLength: 1, maxLength: 3 }), batches, async (setups, bts) => {
+      const { a, b, targets } = await twin(setups);
+      const [ca, cb] = [await clientOn(a), await clientOn(b)];
+      try {
+        for (const [k, bt] of bts.entries()) {
+          const [rid, aids] = targets[bt.target % targets.length]!;
+          const aid = aids[bt.attempt % aids.length]!;
+          // One span per id, as the store passes them (firstOfEachSpan).
+          const seen = new Set<string>();
+          const entries = bt.spans
+            .filter((s) => !seen.has(s.id) && seen.add(s.id))
+            .map((s) => ({
+              span: testSpan(rid, aid, s.id, bt.assign ? 0 : s.seq) as Span,
+              assign: bt.assign,
+            }));
+          const now = 1_000 + k;
+          const bySpan = (rows: Array<{ o_sid: string | null }>) =>
+            rows.sort((x, y) => String(x.o_sid).localeCompare(String(y.o_sid)));
+          const viaMany = bySpan(await callForMany(ca, structuredClone(entries), now));
+          const viaOther = bySpan(await call(cb, structuredClone(entries), now));
+          expect(viaOther).toEqual(viaMany);
+        }
+        expect(await state(b)).toEqual(await state(a));
+      } finally {
+        await ca.end();
+        await cb.end();
+        await pgdb.admin().query(`DROP SCHEMA ${a} CASCADE; DROP SCHEMA ${b} CASCADE`);
+      }
+    }),
+    { numRuns: 40, examples },
+  );
+}
+
+describe("PostgreSQL: agl_ingest_attempt_spans and agl_ingest_one_span", () => {
   let admin: pg.Client;
   beforeAll(() => {
     admin = pgdb.admin();
   });
 
-  it("answers and writes what agl_ingest_spans does for spans of one attempt (fast-check)", async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.array(setup, { minLength: 1, maxLength: 3 }),
-        fc.array(batch, { minLength: 1, maxLength: 6 }),
-        async (setups, batches) => {
-          const { a, b, targets } = await twin(setups);
-          const [ca, cb] = [await clientOn(a), await clientOn(b)];
-          try {
-            for (const [k, bt] of batches.entries()) {
-              const [rid, aids] = targets[bt.target % targets.length]!;
-              const aid = aids[bt.attempt % aids.length]!;
-              // One span per id, as the store passes them (firstOfEachSpan).
-              const seen = new Set<string>();
-              const entries = bt.spans
-                .filter((s) => !seen.has(s.id) && seen.add(s.id))
-                .map((s) => ({
-                  span: testSpan(rid, aid, s.id, bt.assign ? 0 : s.seq) as Span,
-                  assign: bt.assign,
-                }));
-              const now = 1_000 + k;
-              const bySpan = (rows: Array<{ o_sid: string | null }>) =>
-                rows.sort((x, y) => String(x.o_sid).localeCompare(String(y.o_sid)));
-              const viaMany = bySpan(await callForMany(ca, structuredClone(entries), now));
-              const viaOne = bySpan(await callForOneAttempt(cb, structuredClone(entries), now));
-              expect(viaOne).toEqual(viaMany);
-            }
-            expect(await state(b)).toEqual(await state(a));
-          } finally {
-            await ca.end();
-            await cb.end();
-            await admin.query(`DROP SCHEMA ${a} CASCADE; DROP SCHEMA ${b} CASCADE`);
-          }
-        },
-      ),
-      { numRuns: 40 },
+  it("agl_ingest_attempt_spans answers and writes what agl_ingest_spans does for spans of one attempt (fast-check)", async () => {
+    await agreesWithMany(callForOneAttempt, fc.array(batch, { minLength: 1, maxLength: 6 }));
+  });
+
+  it("agl_ingest_one_span answers and writes what agl_ingest_spans does for one span (fast-check)", async () => {
+    // Runs of single spans: repeats of a span id (already stored), both kinds of sequence ids, the
+    // counter's first move (no row yet) and its saturation.
+    const single = batch.map((bt) => ({ ...bt, spans: bt.spans.slice(0, 1) }));
+    // Always tried: a running attempt whose counter saturates on the third span.
+    const nearMax: Setup = {
+      config: { timeout_seconds: null, unresponsive_seconds: null },
+      worker: false,
+      before: "running",
+      counter: MAX_SPAN_SEQUENCE_ID - 2,
+    };
+    const one = (id: Batch["spans"][number]["id"]): Batch => ({
+      target: 0,
+      attempt: 0,
+      assign: true,
+      spans: [{ id, seq: 0 }],
+    });
+    await agreesWithMany(
+      (c, entries, now) => callForOneSpan(c, entries[0]!, now),
+      fc.array(single, { minLength: 1, maxLength: 10 }),
+      [[[nearMax], (["a", "b", "c", "d", "a"] as const).map(one)]],
     );
   });
 
@@ -192,7 +226,27 @@ describe("PostgreSQL: agl_ingest_attempt_spans", () => {
         [{ spans: [s(r2, "b", 0), s(r2, "c", 9)], assign: [true, false] }],
         7,
       );
-      expect(names).toEqual(["agl_ingest_attempt_spans", "agl_ingest_spans", "agl_ingest_spans"]);
+      const single = await ingestSpansAtOnce({ query: spy }, [{ spans: [s(r1, "d", 0)], assign: [true] }], 8);
+      const again = await ingestSpansAtOnce({ query: spy }, [{ spans: [s(r1, "d", 0)], assign: [true] }], 9);
+      const missing = await ingestSpansAtOnce(
+        { query: spy },
+        [{ spans: [testSpan("no-such-rollout", "x", "e", 0) as Span], assign: [true] }],
+        10,
+      );
+      expect(names).toEqual([
+        "agl_ingest_attempt_spans",
+        "agl_ingest_spans",
+        "agl_ingest_spans",
+        "agl_ingest_one_span",
+        "agl_ingest_one_span",
+        "agl_ingest_one_span",
+      ]);
+      expect(single?.results).toEqual([
+        { ok: true, value: [expect.objectContaining({ span_id: "d", sequence_id: 4 })] },
+      ]);
+      // Already stored: nothing new, and not a reason for the general path.
+      expect(again?.results).toEqual([{ ok: true, value: [] }]);
+      expect(missing).toBeNull();
       expect(one?.results).toEqual([
         {
           ok: true,
@@ -213,6 +267,7 @@ describe("PostgreSQL: agl_ingest_attempt_spans", () => {
         { span_id: "b", sequence_id: 2, in_data: "2" },
         { span_id: "c", sequence_id: 3, in_data: "3" },
         { span_id: "a", sequence_id: 4, in_data: "4" },
+        { span_id: "d", sequence_id: 4, in_data: "4" },
       ]);
     } finally {
       await c.end();

@@ -2,8 +2,9 @@
  * Span batches in one round trip: a function of the migrations locks the rollouts, checks the
  * targets, hands out the missing sequence ids, inserts the spans and records their activity
  * (heartbeat; a first span moves a preparing attempt and its rollout to running; the watchdog
- * deadline), all in one call that PostgreSQL commits before it answers: `agl_ingest_attempt_spans`
- * for spans of one attempt (an OTLP export, one add_span), `agl_ingest_spans` for any other batch.
+ * deadline), all in one call that PostgreSQL commits before it answers: `agl_ingest_one_span` for a
+ * single span (an OTLP export from OtelTracer, one add_span), `agl_ingest_attempt_spans` for spans of
+ * one attempt (a batched OTLP export), `agl_ingest_spans` for any other batch.
  * Batches they do not cover (see the migrations) get `null` here, and the store runs its general
  * transaction (ingestSpanBatch).
  */
@@ -50,10 +51,15 @@ export async function ingestSpansAtOnce(
   const unique = firstOfEachSpan(jobs);
   const all = unique.flat();
   if (all.length === 0) return null;
-  const rows = oneAttempt(all) ? await callForOneAttempt(c, all, now) : await callForMany(c, all, now);
+  const rows =
+    all.length === 1
+      ? await callForOneSpan(c, all[0]!, now)
+      : oneAttempt(all)
+        ? await callForOneAttempt(c, all, now)
+        : await callForMany(c, all, now);
   if (rows.length === 1 && rows[0]!.o_rid === null) return null;
   const stored = new Map(
-    rows.map((r) => [spanKey({ rollout_id: r.o_rid!, attempt_id: r.o_aid, span_id: r.o_sid }), r.o_seq]),
+    rows.map((r) => [spanKey({ rollout_id: r.o_rid!, attempt_id: r.o_aid!, span_id: r.o_sid! }), r.o_seq!]),
   );
   const deadlines = new Map(rows.map((r) => [r.o_rid!, r.o_deadline]));
   const results = unique.map(
@@ -70,11 +76,12 @@ export async function ingestSpansAtOnce(
   return { results, deadlines: [...deadlines.values()] };
 }
 
+/** A stored span, or (o_rid NULL, every column NULL) the one answer of a call that covered nothing. */
 interface IngestRow {
   o_rid: string | null;
-  o_aid: string;
-  o_sid: string;
-  o_seq: number;
+  o_aid: string | null;
+  o_sid: string | null;
+  o_seq: number | null;
   o_deadline: number | null;
 }
 
@@ -116,6 +123,44 @@ export async function callForOneAttempt(
     ],
   });
   return rows;
+}
+
+/**
+ * Migration 6's function: one span as scalars. Its answer in the shape of the others: a row of NULLs
+ * when it covers nothing, no row when the span was already stored, else the span's row.
+ */
+export async function callForOneSpan(c: Queryable, entry: Entry, now: number): Promise<IngestRow[]> {
+  const { span, assign } = entry;
+  const { rows } = await c.query<{ o_covered: boolean; o_seq: number | null; o_deadline: number | null }>({
+    name: "agl_ingest_one_span",
+    text: "SELECT * FROM agl_ingest_one_span($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+    values: [
+      span.rollout_id,
+      span.attempt_id,
+      assign,
+      span.sequence_id,
+      span.trace_id,
+      span.span_id,
+      span.parent_id,
+      span.name,
+      span.start_time,
+      span.end_time,
+      toJsonRequired(span, "span"),
+      now,
+    ],
+  });
+  const row = rows[0]!;
+  if (!row.o_covered) return [{ o_rid: null, o_aid: null, o_sid: null, o_seq: null, o_deadline: null }];
+  if (row.o_seq === null) return [];
+  return [
+    {
+      o_rid: span.rollout_id,
+      o_aid: span.attempt_id,
+      o_sid: span.span_id,
+      o_seq: row.o_seq,
+      o_deadline: row.o_deadline,
+    },
+  ];
 }
 
 /** Migration 3's function: any batch, as column arrays. */
