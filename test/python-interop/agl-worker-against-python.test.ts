@@ -6,7 +6,7 @@ import {
   startPythonLLMProxy,
   startPythonStoreServer,
 } from "../../packages/client/src/test-support/python-agl/index.js";
-import { type Child, spawnWorker } from "../store-http/processes.js";
+import { type Child, spawnWorker, waitForStderr } from "../store-http/processes.js";
 
 /**
  * The other direction of interop: Python Agent Lightning trains (its store server and LLM proxy, here
@@ -88,9 +88,12 @@ describe("agl-worker against a Python Agent Lightning store server and LLM proxy
       logs,
     ).toEqual(ids.map(() => "succeeded"));
 
-    // Each worker said which server it was talking to.
+    // Each worker said which server it was talking to. One worker may have run every rollout before the
+    // other finished starting, so wait for each one's line (also: SIGTERM below must not hit a worker
+    // still loading, before its handler is installed).
     for (const c of children) {
-      expect(c.stderr()).toMatch(
+      await waitForStderr(
+        c,
         /store http:\/\/127\.0\.0\.1:\d+ is an Agent Lightning store server \(InMemoryLightningStore\), not agl-ts/,
       );
     }

@@ -11,7 +11,7 @@ export interface Child {
   proc: ChildProcess;
   stdout: () => string;
   stderr: () => string;
-  /** Resolves with the exit code (or the signal name). */
+  /** Resolves with the exit code (or the signal name) once the process exited and its output was read. */
   exited: Promise<number | string>;
 }
 
@@ -26,7 +26,9 @@ export function spawnTs(script: string, args: string[], env: Record<string, stri
   let err = "";
   proc.stdout!.on("data", (d) => (out += d));
   proc.stderr!.on("data", (d) => (err += d));
-  const exited = once(proc, "exit").then(([code, signal]) => (code ?? signal) as number | string);
+  // "close", not "exit": "exit" may fire before the last stderr/stdout chunks are read, and tests read
+  // the whole output once the process has exited.
+  const exited = once(proc, "close").then(([code, signal]) => (code ?? signal) as number | string);
   return { proc, stdout: () => out, stderr: () => err, exited };
 }
 
@@ -41,6 +43,39 @@ export function spawnWorker(
     ["--store", storeUrl, "--agent", agentModule, "--log-level", "warn", ...args],
     env,
   );
+}
+
+/**
+ * Resolve once the child's stderr matches `pattern` (an event, not a time: a loaded machine may take many
+ * seconds to start a tsx process); reject if it exits first or after `timeoutMs` as a safety net.
+ */
+export function waitForStderr(child: Child, pattern: RegExp, timeoutMs = 120_000): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const check = () => {
+      const match = pattern.exec(child.stderr());
+      if (!match) return false;
+      cleanup();
+      resolve(match[0]);
+      return true;
+    };
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`no ${pattern} on stderr within ${timeoutMs} ms: ${child.stderr()}`));
+    }, timeoutMs);
+    const onExit = () => {
+      if (check()) return;
+      cleanup();
+      reject(new Error(`exited before printing ${pattern}: ${child.stderr()}`));
+    };
+    const cleanup = () => {
+      clearTimeout(timer);
+      child.proc.stderr!.off("data", check);
+      child.proc.off("exit", onExit);
+    };
+    child.proc.stderr!.on("data", check);
+    child.proc.once("exit", onExit);
+    check();
+  });
 }
 
 /** Start `agl-store` and resolve with its URL once it logs that it is listening. */

@@ -36,7 +36,8 @@ export function spawnStoreProcess(
     err += chunk.toString();
   });
   const result = new Promise<unknown>((resolve, reject) => {
-    child.on("exit", (code) => {
+    // "close", not "exit": the last stdout chunk (the result line) may be read after "exit".
+    child.on("close", (code) => {
       if (code !== 0) return reject(new Error(`store process exited with ${code}: ${err}`));
       const lines = out.trim().split("\n");
       resolve(JSON.parse(lines[lines.length - 1]!));

@@ -120,7 +120,8 @@ describe("PPO stop and checkpoints", () => {
         child.kill("SIGINT");
       }
     });
-    const code = await new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
+    // "close", not "exit": the RESULT line may be read after "exit" fires.
+    const code = await new Promise<number | null>((resolve) => child.on("close", (c) => resolve(c)));
     expect(sentAt, stderr).toBeGreaterThan(0);
     expect((performance.now() - sentAt) / 1000).toBeLessThan(10);
     expect(code, stderr).toBe(0);
