@@ -99,4 +99,45 @@ describe("BatchedWrites", () => {
     expect(db.prepare("SELECT COUNT(*) AS n FROM t").get()).toEqual({ n: 300 });
     expect(await Promise.all(all)).toEqual(Array(300).fill(1));
   });
+
+  it("a lone write that throws leaves nothing behind, and the next batch commits", async () => {
+    const writes = new BatchedWrites(db);
+    const bad = writes.run(() => {
+      db.prepare("INSERT INTO t (k, v) VALUES ('half', 0)").run();
+      throw new Error("boom");
+    });
+    await expect(bad).rejects.toThrow("boom");
+    expect(db.inTransaction).toBe(false);
+    await expect(writes.run(insert("next", 1))).resolves.toBe(1);
+    expect(db.prepare("SELECT k FROM t ORDER BY k").all()).toEqual([{ k: "next" }]);
+  });
+
+  it("a write may open its own (nested) transaction inside the batch's", async () => {
+    const writes = new BatchedWrites(db);
+    const nested = () => db.transaction(() => insert("n", 3)())();
+    const both = await Promise.all([writes.run(insert("m", 2)), writes.run(nested)]);
+    expect(both).toEqual([1, 1]);
+    expect(db.prepare("SELECT k FROM t ORDER BY k").all()).toEqual([{ k: "m" }, { k: "n" }]);
+  });
+
+  it("a write that ends the batch's transaction fails the batch: nothing stored, no later write runs outside it", async () => {
+    const writes = new BatchedWrites(db);
+    const ran: string[] = [];
+    const first = writes.run(insert("first", 1));
+    const breaker = writes.run(() => {
+      db.prepare("ROLLBACK").run();
+      throw new Error("transaction lost");
+    });
+    const later = writes.run(() => {
+      ran.push("later");
+      return insert("later", 2)();
+    });
+    await expect(breaker).rejects.toThrow("transaction lost");
+    // Neither is stored, so neither may be acknowledged.
+    await expect(first).rejects.toThrow("transaction lost");
+    await expect(later).rejects.toThrow("transaction lost");
+    expect(ran).toEqual([]);
+    expect(db.prepare("SELECT COUNT(*) AS n FROM t").get()).toEqual({ n: 0 });
+    expect(db.inTransaction).toBe(false);
+  });
 });
