@@ -89,3 +89,71 @@ describe("POST /spans: complete spans skip the schema, everything else still goe
     expect((await h.store.querySpans(rid)).total).toBe(0);
   });
 });
+
+describe("POST /spans/batch: a batch of complete spans skips the schema, any other batch goes through it", () => {
+  // The batch body's schema runs each span through SanitizingSpanSchema's own parse step.
+  const spySpanSchema = () => vi.spyOn(SanitizingSpanSchema._zod, "run");
+
+  it("complete, valid spans are stored as the schema would have returned them, without running it", async () => {
+    const spans = [fullDump(1), fullDump(2, { note: "x".repeat(300) })];
+    const expected = spans.map((s) => SanitizingSpanSchema.parse(s));
+    const run = spySpanSchema();
+    const res = await h.call("POST", `${API}/spans/batch`, { spans });
+    expect(res.status).toBe(201);
+    expect(run).not.toHaveBeenCalled();
+    expect(res.body).toEqual(expected);
+    expect((await h.store.querySpans(rid)).items).toEqual(expected);
+  });
+
+  it("one incomplete span sends the whole batch through the schema: defaults are filled", async () => {
+    const run = spySpanSchema();
+    const partial = {
+      rollout_id: rid,
+      attempt_id: aid,
+      sequence_id: 2,
+      trace_id: "t",
+      span_id: "s2",
+      name: "n",
+    };
+    const res = await h.call("POST", `${API}/spans/batch`, { spans: [fullDump(1), partial] });
+    expect(res.status).toBe(201);
+    expect(run).toHaveBeenCalled();
+    expect(res.body[1]).toMatchObject({
+      parent_id: null,
+      events: [],
+      links: [],
+      status: { status_code: "UNSET" },
+    });
+    expect((await h.store.querySpans(rid)).total).toBe(2);
+  });
+
+  it("text no backend can hold is still sanitised and marked in a batch", async () => {
+    const res = await h.call("POST", `${API}/spans/batch`, {
+      spans: [fullDump(1), fullDump(2, { note: "a\u0000b" })],
+    });
+    expect(res.status).toBe(201);
+    expect(res.body[0].attributes).toEqual({ "llm.model": "m" });
+    expect(res.body[1].attributes).toEqual({ note: "a\uFFFDb", "agl.sanitized": true });
+  });
+
+  it("an invalid span is refused naming its index and field, and nothing of the batch is stored", async () => {
+    const res = await h.call("POST", `${API}/spans/batch`, { spans: [fullDump(1), fullDump(-1)] });
+    expect(res.status).toBe(422);
+    expect(res.body.field).toBe("spans[1].sequence_id");
+    expect((await h.store.querySpans(rid)).total).toBe(0);
+  });
+
+  it("a body without a spans array is refused naming `spans` (or the body, when it is no object)", async () => {
+    const cases: Array<[unknown, string]> = [
+      [{}, "spans"],
+      [{ spans: fullDump(1) }, "spans"],
+      [[fullDump(1)], ""],
+    ];
+    for (const [body, field] of cases) {
+      const res = await h.call("POST", `${API}/spans/batch`, body);
+      expect(res.status).toBe(422);
+      expect(res.body.field).toBe(field);
+    }
+    expect((await h.store.querySpans(rid)).total).toBe(0);
+  });
+});
