@@ -43,6 +43,16 @@ const fullDump = (seq: number, attributes: Record<string, unknown> = { "llm.mode
   resource: { attributes: {}, schema_url: "" },
 });
 
+/** Only the required fields: the schema fills the rest. */
+const partialSpan = (seq: number) => ({
+  rollout_id: rid,
+  attempt_id: aid,
+  sequence_id: seq,
+  trace_id: "t",
+  span_id: `s${seq}`,
+  name: "n",
+});
+
 describe("POST /spans: complete spans skip the schema, everything else still goes through it", () => {
   it("a complete, valid span is stored as the schema would have returned it, without running the schema", async () => {
     const body = fullDump(1);
@@ -57,14 +67,7 @@ describe("POST /spans: complete spans skip the schema, everything else still goe
 
   it("a span missing fields takes the schema's defaults", async () => {
     const parse = vi.spyOn(SanitizingSpanSchema, "safeParse");
-    const res = await h.call("POST", `${API}/spans`, {
-      rollout_id: rid,
-      attempt_id: aid,
-      sequence_id: 2,
-      trace_id: "t",
-      span_id: "s2",
-      name: "n",
-    });
+    const res = await h.call("POST", `${API}/spans`, partialSpan(2));
     expect(res.status).toBe(201);
     expect(parse).toHaveBeenCalledTimes(1);
     expect(res.body).toMatchObject({
@@ -107,15 +110,7 @@ describe("POST /spans/batch: a batch of complete spans skips the schema, any oth
 
   it("one incomplete span sends the whole batch through the schema: defaults are filled", async () => {
     const run = spySpanSchema();
-    const partial = {
-      rollout_id: rid,
-      attempt_id: aid,
-      sequence_id: 2,
-      trace_id: "t",
-      span_id: "s2",
-      name: "n",
-    };
-    const res = await h.call("POST", `${API}/spans/batch`, { spans: [fullDump(1), partial] });
+    const res = await h.call("POST", `${API}/spans/batch`, { spans: [fullDump(1), partialSpan(2)] });
     expect(res.status).toBe(201);
     expect(run).toHaveBeenCalled();
     expect(res.body[1]).toMatchObject({
