@@ -43,9 +43,11 @@ import {
 } from "./pretrain-options.js";
 import { MAIN_JOB } from "./settings.js";
 
+const tokenizer = baseTokenizer();
 let o: PretrainOptions;
 try {
   o = parsePretrainArgs(process.argv.slice(2));
+  if (o.from) await checkFromTokenizer(resolve(o.from), tokenizer);
 } catch (e) {
   if (!PretrainUsageError.isInstance(e)) throw e;
   console.error(`[pretrain-base] ${e.message}`);
@@ -54,8 +56,6 @@ try {
 const { seed, every } = o;
 const out = resolve(o.out);
 
-const tokenizer = baseTokenizer();
-if (o.from) await checkFromTokenizer(resolve(o.from), tokenizer);
 await selectBackend();
 const fresh = join(tmpdir(), `calc-agent-base-${process.pid}`);
 if (!o.from)
