@@ -3,6 +3,7 @@ import type {
   ChatCompletionFunctionTool,
   ChatCompletionMessageParam,
 } from "openai/resources/chat/completions";
+import { freeTextChat } from "./base-corpus-free-text.js";
 import type { Demo } from "./dataset.js";
 
 /**
@@ -132,21 +133,33 @@ function repeatChat(rng: SeededRandom): ChatCompletionMessageParam[] {
 }
 
 /**
- * `n` chats of the corpus: 60% tool chats (half with a tools block of three corpus tools, the called one
+ * `n` chats of the corpus: 60% tool chats (half with a tools block of three corpus tools, the called ones
  * among them, in a shuffled order; the rest without, the short rows where copying forms fastest), 40%
- * repeat chats.
+ * repeat chats. `freeText`: the share of chats replaced by free-text chats of two calls
+ * (src/base-corpus-free-text.ts; with and without a tools block as the others).
  */
-export function baseCorpus(n: number, seed: number): Demo[] {
+export function baseCorpus(n: number, seed: number, options: { freeText?: number } = {}): Demo[] {
+  const freeText = options.freeText ?? 0;
   const rng = new SeededRandom(seed);
   return Array.from({ length: n }, (_, i) => {
-    if (rng.next() >= 0.6) return { messages: repeatChat(rng), tools: [] };
+    // Drawn only when asked for, so the corpus without free text (which the base's tokenizer is trimmed
+    // over) stays the same chats for a seed.
+    const free = freeText > 0 && rng.next() < freeText;
+    if (!free && rng.next() >= 0.6) return { messages: repeatChat(rng), tools: [] };
     const withTools = rng.next() < 0.5;
-    const messages = toolChat(rng, i);
+    const messages = free ? freeTextChat(rng, i) : toolChat(rng, i);
     if (!withTools) return { messages, tools: [] };
-    const called = (messages[1] as { tool_calls: Array<{ function: { name: string } }> }).tool_calls[0]!
-      .function.name;
-    const others = rng.shuffle(BASE_TOOLS.filter((t) => t.function.name !== called)).slice(0, 2);
-    const tools = rng.shuffle([BASE_TOOLS.find((t) => t.function.name === called)!, ...others]);
+    const called = new Set(
+      messages.flatMap((m) =>
+        "tool_calls" in m && m.tool_calls
+          ? m.tool_calls.map((c) => (c as { function: { name: string } }).function.name)
+          : [],
+      ),
+    );
+    const others = rng
+      .shuffle(BASE_TOOLS.filter((t) => !called.has(t.function.name)))
+      .slice(0, 3 - called.size);
+    const tools = rng.shuffle([...BASE_TOOLS.filter((t) => called.has(t.function.name)), ...others]);
     return { messages, tools };
   });
 }

@@ -25,7 +25,7 @@ describe("the base's tokenizer (the real Qwen3 tokenizer trimmed to the task and
     const full = asHfTokenizer(qwen3TokenizerFiles());
     const trimmed = asHfTokenizer(tok);
     const template = new HfChatTemplate(full);
-    const unseen = baseCorpus(60, 424_242).map((d) =>
+    const unseen = [...baseCorpus(60, 424_242), ...baseCorpus(60, 424_243, { freeText: 1 })].map((d) =>
       template.render(d.messages as ChatMessage[], d.tools as ToolDefinition[], {
         addGenerationPrompt: false,
       }),

@@ -82,7 +82,7 @@ export function copyAccuracy(
 }
 
 /** One transcript as scored teacher-forced: its token strings, assistant mask and whether each was the argmax. */
-interface ScoredRow {
+export interface ScoredRow {
   pieces: string[];
   mask: number[];
   /** `hit[t]`: the most likely token after `t` tokens was token `t` (false at t = 0). */
