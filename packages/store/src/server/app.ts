@@ -1,12 +1,12 @@
 import { timingSafeEqual } from "node:crypto";
 import type { ServerResponse } from "node:http";
-import { type LightningStore, packageVersion, redactSecrets } from "@agl/core";
+import { type LightningStore, packageVersion } from "@agl/core";
 import { Hono } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 import { HTTPException } from "hono/http-exception";
-import { ClientAbortedError, limitBody } from "./body.js";
+import { limitBody } from "./body.js";
 import { requestDeadline } from "./deadline.js";
-import { errorResponse } from "./errors.js";
+import { errorResponse, logFailure } from "./errors.js";
 import { registerLegacyRoutes } from "./legacy.js";
 import { jsonLinesLogger, type StoreServerLogger } from "./logging.js";
 import { openApiDocument } from "./openapi.js";
@@ -146,18 +146,7 @@ export function createStoreApp(store: LightningStore, options: StoreAppOptions =
     // Middleware that built its own answer (bearer auth's JSON 401 with WWW-Authenticate) keeps it.
     if (error instanceof HTTPException && error.res) return error.getResponse();
     const { status, body, internal } = errorResponse(error);
-    if (ClientAbortedError.isInstance(error)) {
-      // Nobody is left to answer; not a server fault either.
-      logger.info("client aborted", { method: c.req.method, path: c.req.path });
-    } else if (internal) {
-      logger.error("unhandled error", {
-        method: c.req.method,
-        path: c.req.path,
-        error_type: body.error_type,
-        message: redactSecrets(error.message),
-        stack: error.stack === undefined ? undefined : redactSecrets(error.stack),
-      });
-    }
+    logFailure(logger, error, internal, body.error_type, c.req.method, c.req.path);
     return c.json(body, status);
   });
   return app;

@@ -42,7 +42,7 @@ export function limitBody(maxSize: number, onTooLarge: (c: Context) => Response)
 }
 
 /** The whole body, or null once it grows past maxSize (reading stops there). */
-function readIncoming(incoming: IncomingMessage, maxSize: number): Promise<Buffer | null> {
+export function readIncoming(incoming: IncomingMessage, maxSize: number): Promise<Buffer | null> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -98,19 +98,22 @@ function cacheBody(c: Context, body: Buffer): void {
       body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength),
     );
   } else {
-    // Small bodies are not scanned (bodyNestsTooDeep's threshold) and cost no bookkeeping here.
-    if (body.length >= NESTING_SCAN_MIN_LENGTH) {
-      const deep = jsonNestsDeeperThan(body, MAX_BODY_NESTING_DEPTH);
-      depthScans.set(c.req.raw, deep);
-      // Refused unread: never decoded to a string (a 30 MB string is garbage the heap keeps until its
-      // next full collection, which an idle server may not run for a long time).
-      if (deep) {
-        cache.text = Promise.resolve("");
-        return;
-      }
-    }
-    cache.text = Promise.resolve(body.toString("utf8"));
+    const { text, tooDeep } = jsonText(body);
+    if (tooDeep !== undefined) depthScans.set(c.req.raw, tooDeep);
+    cache.text = Promise.resolve(text);
   }
+}
+
+/**
+ * A JSON body's bytes as text, scanned for depth first when large enough (`tooDeep` undefined: not
+ * scanned). A body that nests too deep is never decoded (its text is ""): a 30 MB string is garbage
+ * the heap keeps until its next full collection, which an idle server may not run for a long time.
+ */
+export function jsonText(body: Buffer): { text: string; tooDeep: boolean | undefined } {
+  // Small bodies are not scanned (bodyNestsTooDeep's threshold) and cost no bookkeeping here.
+  if (body.length < NESTING_SCAN_MIN_LENGTH) return { text: body.toString("utf8"), tooDeep: undefined };
+  const tooDeep = jsonNestsDeeperThan(body, MAX_BODY_NESTING_DEPTH);
+  return { text: tooDeep ? "" : body.toString("utf8"), tooDeep };
 }
 
 /** Requests whose JSON body was scanned for depth as it arrived: true when it nested too deep. */

@@ -6,46 +6,60 @@ interface Pending {
 }
 
 /**
- * The per-request timeout: after `ms` the request fails with `makeError()` (the app answers 504)
- * while the handler's work carries on (it cannot be cancelled; see @agl/client's retry rule).
+ * Per-request timeouts of one duration: `race(work)` fails with `makeError()` after `ms` while the
+ * work carries on (it cannot be cancelled; see @agl/client's retry rule).
  *
- * Same behaviour as hono/timeout, but one shared timer instead of a setTimeout/clearTimeout pair
- * per request (timer list inserts were ~1.5% of the server's CPU per request). Every request gets
- * the same duration, so insertion order is deadline order and a sweep only looks at the oldest.
+ * One shared timer instead of a setTimeout/clearTimeout pair per request (timer list inserts were
+ * ~1.5% of the server's CPU per request). Every request gets the same duration, so insertion order
+ * is deadline order and a sweep only looks at the oldest.
  */
-export function requestDeadline(ms: number, makeError: () => Error): MiddlewareHandler {
-  const pending = new Set<Pending>();
-  let timer: NodeJS.Timeout | undefined;
+export class Deadlines {
+  private readonly pending = new Set<Pending>();
+  private timer: NodeJS.Timeout | undefined;
 
-  const arm = (delay: number) => {
-    timer = setTimeout(sweep, Math.max(1, Math.ceil(delay)));
-    timer.unref?.();
-  };
-  const sweep = () => {
-    timer = undefined;
-    const now = performance.now();
-    for (const entry of pending) {
-      if (entry.deadline > now) {
-        arm(entry.deadline - now);
-        return;
-      }
-      pending.delete(entry);
-      entry.reject(makeError());
-    }
-  };
+  constructor(
+    private readonly ms: number,
+    private readonly makeError: () => Error,
+  ) {}
 
-  return async (_c, next) => {
+  async race<T>(work: Promise<T>): Promise<T> {
     let reject!: (error: unknown) => void;
     const expired = new Promise<never>((_, r) => {
       reject = r;
     });
-    const entry: Pending = { deadline: performance.now() + ms, reject };
-    pending.add(entry);
-    if (timer === undefined) arm(ms);
+    const entry: Pending = { deadline: performance.now() + this.ms, reject };
+    this.pending.add(entry);
+    if (this.timer === undefined) this.arm(this.ms);
     try {
-      await Promise.race([next(), expired]);
+      return await Promise.race([work, expired]);
     } finally {
-      pending.delete(entry);
+      this.pending.delete(entry);
     }
+  }
+
+  private arm(delay: number): void {
+    this.timer = setTimeout(() => this.sweep(), Math.max(1, Math.ceil(delay)));
+    this.timer.unref?.();
+  }
+
+  private sweep(): void {
+    this.timer = undefined;
+    const now = performance.now();
+    for (const entry of this.pending) {
+      if (entry.deadline > now) {
+        this.arm(entry.deadline - now);
+        return;
+      }
+      this.pending.delete(entry);
+      entry.reject(this.makeError());
+    }
+  }
+}
+
+/** The per-request timeout as hono middleware (same behaviour as hono/timeout; see Deadlines). */
+export function requestDeadline(ms: number, makeError: () => Error): MiddlewareHandler {
+  const deadlines = new Deadlines(ms, makeError);
+  return async (_c, next) => {
+    await deadlines.race(next());
   };
 }

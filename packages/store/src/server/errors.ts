@@ -3,6 +3,7 @@ import {
   IllegalTransitionError,
   InvalidArgumentError,
   NotFoundError,
+  redactSecrets,
   SpansEvictedError,
   StoreClosedError,
 } from "@agl/core";
@@ -10,6 +11,8 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
+import { ClientAbortedError } from "./body.js";
+import type { StoreServerLogger } from "./logging.js";
 
 /** The error body every non-2xx JSON answer carries (`field` names the offending input when known). */
 export interface ErrorBody {
@@ -117,6 +120,30 @@ export function errorResponse(error: unknown): {
   }
   const name = AglError.isInstance(error) || error instanceof Error ? error.name : "Error";
   return { status: 500, body: { detail: "Internal server error", error_type: name }, internal: true };
+}
+
+/** Log a request's failure: a client gone mid-upload at info, a server fault (internal) at error. */
+export function logFailure(
+  logger: StoreServerLogger,
+  error: unknown,
+  internal: boolean,
+  errorType: string,
+  method: string,
+  path: string,
+): void {
+  if (ClientAbortedError.isInstance(error)) {
+    // Nobody is left to answer; not a server fault either.
+    logger.info("client aborted", { method, path });
+  } else if (internal) {
+    const e = error as Error;
+    logger.error("unhandled error", {
+      method,
+      path,
+      error_type: errorType,
+      message: redactSecrets(e.message),
+      stack: e.stack === undefined ? undefined : redactSecrets(e.stack),
+    });
+  }
 }
 
 function httpReason(status: number): string {

@@ -62,9 +62,16 @@ export async function readQueryParams(c: Context, listKeys: ReadonlyArray<string
  * costs the memory).
  */
 export async function readJsonBody(c: Context, empty: unknown): Promise<unknown> {
-  const text = await c.req.text();
   // On node the bytes were scanned as they arrived (body.ts); bodies from app.request/app.fetch here.
-  if (bodyTooDeep(c) ?? bodyNestsTooDeep(text, MAX_BODY_NESTING_DEPTH)) {
+  return parseJsonBody(await c.req.text(), empty, bodyTooDeep(c));
+}
+
+/**
+ * A request body's text as JSON (`empty` when blank); `tooDeep` is the verdict of a scan of its bytes
+ * as they arrived, undefined when it was not scanned (then the text is scanned here).
+ */
+export function parseJsonBody(text: string, empty: unknown, tooDeep: boolean | undefined): unknown {
+  if (tooDeep ?? bodyNestsTooDeep(text, MAX_BODY_NESTING_DEPTH)) {
     throw new RequestValidationError(
       "",
       `body nests arrays/objects deeper than ${MAX_BODY_NESTING_DEPTH} levels`,

@@ -11,6 +11,7 @@ import {
 import type { Context, Hono } from "hono";
 import { z } from "zod";
 import { badRequest, parseRequest } from "./errors.js";
+import { addSpan } from "./hot-handlers.js";
 import {
   readJsonBody,
   readQueryParams,
@@ -64,10 +65,7 @@ export function registerMiscRoutes(app: Hono, store: LightningStore): void {
   app.post("/spans", async (c) => {
     const body = await readJsonBody(c, undefined);
     noteSpanTarget(c, body);
-    // A complete, valid span (the Python client's full dump) is what the schema would return unchanged:
-    // skip zod and the sanitising walk (the store checks it once more on its fast path).
-    const span = isCanonicalSpan(body) ? body : parseRequest(SanitizingSpanSchema, body);
-    return c.json(await store.addSpan(span), 201);
+    return c.json(await addSpan(store, body), 201);
   });
   // Extension: one request for a batch (the Python client sends N POST /spans instead).
   app.post("/spans/batch", async (c) => {

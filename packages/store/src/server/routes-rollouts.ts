@@ -1,7 +1,5 @@
 import {
-  AttemptPatchSchema,
   EnqueueBatchSchema,
-  EnqueueRolloutRequestSchema,
   IdStringSchema,
   type LightningStore,
   MAX_DEQUEUE_LIMIT,
@@ -13,6 +11,7 @@ import {
 import type { Context, Hono } from "hono";
 import { z } from "zod";
 import { badRequest, parseRequest } from "./errors.js";
+import { asObject, startRollout, updateAttempt } from "./hot-handlers.js";
 import { attemptQuery, ROLLOUT_LIST_KEYS, readJsonBody, readQueryParams, rolloutQuery } from "./params.js";
 
 export interface WaitLimits {
@@ -32,21 +31,11 @@ const DequeueBody = z.object({
     .transform((n) => Math.min(n, MAX_DEQUEUE_LIMIT)),
   worker_id: IdStringSchema.nullable().optional(),
 });
-const StartRolloutBody = EnqueueRolloutRequestSchema.extend({
-  worker_id: IdStringSchema.nullable().optional(),
-});
 const StartAttemptBody = z.object({ worker_id: IdStringSchema.nullable().optional() });
 const WaitBody = z.object({
   rollout_ids: z.array(StorableStringSchema).max(MAX_IDS_PER_CALL),
   timeout: z.number().nullable().optional(),
 });
-
-function asObject(body: unknown, what: string): Record<string, unknown> {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    return parseRequest(z.record(z.string(), z.unknown()), body, what);
-  }
-  return body as Record<string, unknown>;
-}
 
 /** Queue, rollout, attempt and wait routes of the v0.3 REST API (mounted under /v1/agl). */
 export function registerRolloutRoutes(app: Hono, store: LightningStore, limits: WaitLimits): void {
@@ -64,8 +53,7 @@ export function registerRolloutRoutes(app: Hono, store: LightningStore, limits: 
   });
 
   app.post("/rollouts", async (c) => {
-    const body = parseRequest(StartRolloutBody, await readJsonBody(c, undefined));
-    return c.json(await store.startRollout(body), 201);
+    return c.json(await startRollout(store, await readJsonBody(c, undefined)), 201);
   });
 
   const searchRollouts = async (c: Context) =>
@@ -100,14 +88,9 @@ export function registerRolloutRoutes(app: Hono, store: LightningStore, limits: 
     c.json(await store.getLatestAttempt(c.req.param("rid"))),
   );
 
-  app.post("/rollouts/:rid/attempts/:aid", async (c) => {
-    const body = asObject(await readJsonBody(c, {}), "");
-    for (const [key, value] of Object.entries(body)) {
-      if (value === null) throw badRequest(key, "cannot be null");
-    }
-    const patch = parseRequest(AttemptPatchSchema, body);
-    return c.json(await store.updateAttempt(c.req.param("rid"), c.req.param("aid"), patch));
-  });
+  app.post("/rollouts/:rid/attempts/:aid", async (c) =>
+    c.json(await updateAttempt(store, c.req.param("rid"), c.req.param("aid"), await readJsonBody(c, {}))),
+  );
 
   app.post("/waits/rollouts", async (c) => {
     const body = parseRequest(WaitBody, await readJsonBody(c, undefined));

@@ -1,8 +1,21 @@
-import type { Server } from "node:http";
+import {
+  createServer,
+  type IncomingMessage,
+  type Server,
+  type ServerOptions,
+  type ServerResponse,
+} from "node:http";
 import type { AddressInfo } from "node:net";
 import { InvalidArgumentError, type LightningStore } from "@agl/core";
 import { serve } from "@hono/node-server";
-import { createStoreApp, DEFAULT_REQUEST_TIMEOUT_MS, type StoreAppOptions } from "./app.js";
+import {
+  AGL_SERVER_HEADER,
+  createStoreApp,
+  DEFAULT_BODY_LIMIT_BYTES,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  type StoreAppOptions,
+} from "./app.js";
+import { fastRoutes } from "./fast-routes.js";
 import { jsonLinesLogger } from "./logging.js";
 import { RequestLog } from "./request-log.js";
 import { checkStoreServerOptions } from "./server-options.js";
@@ -72,8 +85,21 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       requestTimeout: requestTimeoutMs,
       connectionsCheckingInterval: Math.min(1000, requestTimeoutMs),
     };
-    const s = serve({ fetch: app.fetch, hostname: host, port, serverOptions }, () =>
-      resolve(s as Server),
+    // The hot requests of every rollout skip hono (fast-routes.ts); the app answers everything else.
+    const fast = fastRoutes({
+      store,
+      token: appOptions.token,
+      bodyLimitBytes: appOptions.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+      requestTimeoutMs,
+      requestLog,
+      logger,
+      serverHeader: AGL_SERVER_HEADER,
+    });
+    const createFront = (options: ServerOptions, hono: (req: IncomingMessage, res: ServerResponse) => void) =>
+      createServer(options, (req, res) => fast(req, res) || hono(req, res));
+    const s = serve(
+      { fetch: app.fetch, hostname: host, port, serverOptions, createServer: createFront as never },
+      () => resolve(s as Server),
     ) as Server;
     s.once("error", reject);
   });
