@@ -9,7 +9,8 @@
  * store), better-sqlite3, the garbage collector. Module loading at startup is left out.
  *
  *   pnpm --filter "@agl/store..." build && pnpm exec tsx bench/store-sqlite-profile.ts
- *     (env: PROFILE_ROOT=<built checkout, default this one>, PROFILE_ROLLOUTS=1024,
+ *     (env: PROFILE_ROOT=<built checkout, default this one>, PROFILE_STORE_ENTRY=<another build's
+ *      packages/store/dist/index.js, served instead>, PROFILE_ROLLOUTS=1024,
  *      PROFILE_CONCURRENCY=32, PROFILE_BACKENDS=memory,sqlite, PROFILE_TOP=25)
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -21,6 +22,7 @@ import { pythonRollout, runPool } from "./support/rollout-scenario.js";
 import { startServerProcess } from "./support/server-process.js";
 
 const ROOT = process.env.PROFILE_ROOT ?? fileURLToPath(new URL("..", import.meta.url));
+const STORE_ENTRY = process.env.PROFILE_STORE_ENTRY;
 const ROLLOUTS = Number(process.env.PROFILE_ROLLOUTS ?? 1024);
 const CONCURRENCY = Number(process.env.PROFILE_CONCURRENCY ?? 32);
 const BACKENDS = (process.env.PROFILE_BACKENDS ?? "memory,sqlite").split(",");
@@ -100,7 +102,11 @@ function layerOf(frame: Frame): string | undefined {
 }
 
 /** Self time (µs) per layer: each sample goes to its leaf's layer, or its nearest JS caller's. */
-function layers(file: string): { byLayer: Map<string, number>; busy: number } {
+function layers(file: string): {
+  byLayer: Map<string, number>;
+  busy: number;
+  byFunction: Map<string, number>;
+} {
   const profile = JSON.parse(readFileSync(file, "utf8")) as CpuProfile;
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
@@ -128,6 +134,7 @@ function layers(file: string): { byLayer: Map<string, number>; busy: number } {
     return layer;
   };
   const byLayer = new Map<string, number>();
+  const byFunction = new Map<string, number>();
   let busy = 0;
   for (const [i, id] of profile.samples.entries()) {
     if (byId.get(id)!.callFrame.functionName === "(idle)") continue;
@@ -136,8 +143,11 @@ function layers(file: string): { byLayer: Map<string, number>; busy: number } {
     const dt = profile.timeDeltas[i] ?? 0;
     busy += dt;
     byLayer.set(layer, (byLayer.get(layer) ?? 0) + dt);
+    const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
+    const fn = `${layer} | ${functionName || "(anonymous)"} ${url.split("/").pop()}:${lineNumber + 1}`;
+    byFunction.set(fn, (byFunction.get(fn) ?? 0) + dt);
   }
-  return { byLayer, busy };
+  return { byLayer, busy, byFunction };
 }
 
 const load = () =>
@@ -145,14 +155,17 @@ const load = () =>
     .map((l) => l.toFixed(1))
     .join(" / ");
 console.log(
-  `# store server profile: rollout scenario, ${ROLLOUTS} rollouts x ${CONCURRENCY} clients, build ${ROOT}\n# load average at start ${load()}`,
+  `# store server profile: rollout scenario, ${ROLLOUTS} rollouts x ${CONCURRENCY} clients, build ${STORE_ENTRY ?? ROOT}\n# load average at start ${load()}`,
 );
 const tmp = mkdtempSync(join(tmpdir(), "agl-sqlite-prof-"));
-const results = new Map<string, { byLayer: Map<string, number>; busy: number; cpuMs: number }>();
+const results = new Map<
+  string,
+  { byLayer: Map<string, number>; busy: number; byFunction: Map<string, number>; cpuMs: number }
+>();
 for (const backend of BACKENDS) {
   const dir = join(tmp, backend);
   const uri = backend === "sqlite" ? `sqlite:${join(tmp, "rollout.db")}` : "memory:";
-  const server = await startServerProcess(ROOT, ["store", uri], undefined, [
+  const server = await startServerProcess(ROOT, ["store", uri], STORE_ENTRY, [
     "--cpu-prof",
     `--cpu-prof-dir=${dir}`,
     "--cpu-prof-interval=250",
@@ -190,4 +203,11 @@ for (const k of order.slice(0, TOP)) {
 console.log(
   `| busy (all non-idle samples) | ${cols.map((b) => `${(results.get(b)!.busy / ROLLOUTS).toFixed(0)} | 100%`).join(" | ")} |`,
 );
+for (const [backend, r] of results) {
+  console.log(
+    `\n${backend}: the ${TOP} functions with the most self time\n\n| layer | function | µs/rollout |\n|---|---|---:|`,
+  );
+  for (const [f, v] of [...r.byFunction].sort((a, b) => b[1] - a[1]).slice(0, TOP))
+    console.log(`| ${f} | ${(v / ROLLOUTS).toFixed(0)} |`);
+}
 console.log(`\n# load average at end ${load()}`);
