@@ -5,13 +5,15 @@
  *   - otlp: BENCH_OTLP_ROLLOUTS rollouts of one runner, each start_rollout, BENCH_OTLP_SPANS
  *     single-span OTLP/protobuf exports one after another (no sequence id), succeed (issue 30);
  *   - rollout: Agent Lightning's `rollout` scenario, BENCH_ROLLOUTS rollouts from 32 clients
- *     (start, 4 add_span, succeed; a fresh connection per rollout) (issue 28).
+ *     (start, 4 add_span, succeed; a fresh connection per rollout) (issue 28);
+ *   - update: BENCH_UPDATE_ROLLOUTS rollouts one after another, each start_rollout then
+ *     update_attempt succeeded (no batching: each write is a transaction of its own).
  * Measured: time, the agl-store CLI process's CPU, and the CPU of every process of the (durable:
  * fsync and synchronous commit on) PostgreSQL cluster, with the load average beside each row.
  * With BENCH_BASELINE_ROOT=<built checkout> the same runs are made against that build too.
  *
  *   pnpm exec tsx bench/store-pg-connection.ts   (env: BENCH_REPEATS=6, BENCH_OTLP_ROLLOUTS=2,
- *     BENCH_OTLP_SPANS=200, BENCH_ROLLOUTS=1024, BENCH_PARTS=otlp,rollout, BENCH_BASELINE_ROOT,
+ *     BENCH_OTLP_SPANS=200, BENCH_ROLLOUTS=1024, BENCH_UPDATE_ROLLOUTS=300, BENCH_PARTS=otlp,rollout,update, BENCH_BACKENDS=memory,postgres,postgres-socket, BENCH_BASELINE_ROOT,
  *     BENCH_RESULT=store-rollout-s8-pg)
  */
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -28,8 +30,9 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? 6);
 const OTLP_ROLLOUTS = Number(process.env.BENCH_OTLP_ROLLOUTS ?? 2);
 const OTLP_SPANS = Number(process.env.BENCH_OTLP_SPANS ?? 200);
 const ROLLOUTS = Number(process.env.BENCH_ROLLOUTS ?? 1024);
+const UPDATE_ROLLOUTS = Number(process.env.BENCH_UPDATE_ROLLOUTS ?? 300);
 const CONCURRENCY = 32;
-const PARTS = (process.env.BENCH_PARTS ?? "otlp,rollout").split(",");
+const PARTS = (process.env.BENCH_PARTS ?? "otlp,rollout,update").split(",");
 const RESULT = process.env.BENCH_RESULT ?? "store-rollout-s8-pg";
 const BASELINE = process.env.BENCH_BASELINE_ROOT;
 const CLK_TCK = 100;
@@ -86,7 +89,7 @@ interface Row {
 }
 
 const builds = [...(BASELINE ? [{ name: "before", root: BASELINE }] : []), { name: "after", root: ROOT }];
-const backends = ["memory", "postgres", "postgres-socket"];
+const backends = (process.env.BENCH_BACKENDS ?? "memory,postgres,postgres-socket").split(",");
 const rows: Row[] = [];
 const loadAtStart = loadavg();
 
@@ -103,6 +106,10 @@ async function run(part: string, build: { name: string; root: string }, backend:
       const times = await runPool(OTLP_ROLLOUTS, 1, (task) => otlpRollout(base, task, OTLP_SPANS));
       perRollout = times.reduce((a, b) => a + b, 0) / times.length;
       n = OTLP_ROLLOUTS;
+    } else if (part === "update") {
+      await runPool(UPDATE_ROLLOUTS, 1, (task) => pythonRollout(base, task, 0));
+      n = UPDATE_ROLLOUTS;
+      perRollout = (performance.now() - t0) / 1000 / n;
     } else {
       await runPool(ROLLOUTS, CONCURRENCY, (task) => pythonRollout(base, task));
       n = ROLLOUTS;
@@ -149,7 +156,7 @@ const find = (part: string, build: string, backend: string, repeat: number) =>
 const lines: string[] = [
   "# PostgreSQL store vs memory, TCP loopback vs Unix socket (session 8)",
   "",
-  `Command: \`BENCH_REPEATS=${REPEATS} BENCH_OTLP_ROLLOUTS=${OTLP_ROLLOUTS} BENCH_ROLLOUTS=${ROLLOUTS}${BASELINE ? " BENCH_BASELINE_ROOT=…" : ""} nice -n 10 pnpm exec tsx bench/store-pg-connection.ts\``,
+  `Command: \`BENCH_REPEATS=${REPEATS} BENCH_OTLP_ROLLOUTS=${OTLP_ROLLOUTS} BENCH_ROLLOUTS=${ROLLOUTS} BENCH_UPDATE_ROLLOUTS=${UPDATE_ROLLOUTS} BENCH_PARTS=${PARTS.join(",")}${BASELINE ? " BENCH_BASELINE_ROOT=…" : ""} nice -n 10 pnpm exec tsx bench/store-pg-connection.ts\``,
   `(raw rows: ${RESULT}.json). PostgreSQL 15, durable (fsync, synchronous_commit on), one cluster; each run a fresh`,
   "database and a fresh agl-store CLI process (default flags). Backends and builds interleaved within each repeat,",
   "order alternating. Load average (1/5/15 min) at start " +
@@ -163,7 +170,9 @@ for (const part of PARTS) {
   lines.push(
     part === "otlp"
       ? `## Single-span OTLP runner (issue 30): ${OTLP_SPANS} exports per rollout, one runner, ${OTLP_ROLLOUTS} rollouts per run`
-      : `## \`rollout\` scenario (issue 28): ${ROLLOUTS} rollouts, ${CONCURRENCY} clients`,
+      : part === "update"
+        ? `## start_rollout then update_attempt, one client, ${UPDATE_ROLLOUTS} rollouts one after another (each write its own transaction)`
+        : `## \`rollout\` scenario (issue 28): ${ROLLOUTS} rollouts, ${CONCURRENCY} clients`,
     "",
     "| build | backend | repeat | s/rollout | vs memory (same repeat) | server CPU ms/rollout | database CPU ms/rollout | server+database | rollouts/s | load 1 min |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
