@@ -16,12 +16,13 @@
  *     BENCH_OTLP_SPANS=200, BENCH_ROLLOUTS=1024, BENCH_UPDATE_ROLLOUTS=300, BENCH_PARTS=otlp,rollout,update, BENCH_BACKENDS=memory,postgres,postgres-socket, BENCH_BASELINE_ROOT,
  *     BENCH_RESULT=store-rollout-s8-pg)
  */
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { startPostgresCluster } from "../test/support/postgres.js";
+import { clusterCpuMs } from "./support/bench-backends.js";
 import { otlpRollout, pythonRollout, runPool } from "./support/rollout-scenario.js";
 import { startCliServer } from "./support/server-process.js";
 
@@ -35,32 +36,13 @@ const CONCURRENCY = 32;
 const PARTS = (process.env.BENCH_PARTS ?? "otlp,rollout,update").split(",");
 const RESULT = process.env.BENCH_RESULT ?? "store-rollout-s8-pg";
 const BASELINE = process.env.BENCH_BASELINE_ROOT;
-const CLK_TCK = 100;
 
 const cluster = await startPostgresCluster({ durable: true });
 const postmaster = Number(readFileSync(join(cluster.dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
 const socketDir = dirname(cluster.dataDir);
 const port = new URL(cluster.url).port;
 
-/** CPU ms of the cluster so far: the postmaster (with its reaped children) and its live children. */
-function databaseCpuMs(): number {
-  const stat = (pid: string | number) => {
-    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return text.slice(text.lastIndexOf(")") + 2).split(" ");
-  };
-  const main = stat(postmaster);
-  let ticks = Number(main[11]) + Number(main[12]) + Number(main[13]) + Number(main[14]);
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const f = stat(pid);
-      if (Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      // The process ended between the listing and the read.
-    }
-  }
-  return (ticks * 1000) / CLK_TCK;
-}
+const databaseCpuMs = (): number => clusterCpuMs(postmaster);
 
 let databases = 0;
 /** A fresh store URI: memory, or a new database reached over TCP or the Unix socket. */
