@@ -24,25 +24,7 @@ export async function startBenchBackends(): Promise<BenchBackends> {
   const postmasterPid = Number(readFileSync(join(cluster.dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
   let dbCounter = 0;
 
-  const databaseCpuMs = (): number => {
-    const stat = (pid: string) => {
-      const text = readFileSync(`/proc/${pid}/stat`, "utf8");
-      return text.slice(text.lastIndexOf(")") + 2).split(" ");
-    };
-    // Fields after the command: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
-    const main = stat(String(postmasterPid));
-    let ticks = Number(main[11]) + Number(main[12]) + Number(main[13]) + Number(main[14]);
-    for (const pid of readdirSync("/proc")) {
-      if (!/^\d+$/.test(pid)) continue;
-      try {
-        const f = stat(pid);
-        if (Number(f[1]) === postmasterPid) ticks += Number(f[11]) + Number(f[12]);
-      } catch {
-        // The process ended between the listing and the read.
-      }
-    }
-    return (ticks * 1000) / CLK_TCK;
-  };
+  const databaseCpuMs = (): number => clusterCpuMs(postmasterPid);
 
   const uriFor = async (backend: string): Promise<string> => {
     if (backend === "memory") return "memory:";
@@ -66,4 +48,25 @@ export async function startBenchBackends(): Promise<BenchBackends> {
       rmSync(tmp, { recursive: true, force: true });
     },
   };
+}
+
+/** CPU ms of a PostgreSQL cluster so far: the postmaster (with its reaped children) and its live children. */
+export function clusterCpuMs(postmasterPid: number): number {
+  const stat = (pid: string) => {
+    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return text.slice(text.lastIndexOf(")") + 2).split(" ");
+  };
+  // Fields after the command: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
+  const main = stat(String(postmasterPid));
+  let ticks = Number(main[11]) + Number(main[12]) + Number(main[13]) + Number(main[14]);
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const f = stat(pid);
+      if (Number(f[1]) === postmasterPid) ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return (ticks * 1000) / CLK_TCK;
 }

@@ -8,6 +8,11 @@ export async function openMigratedPool(url: string, schema: string, poolSize: nu
     connectionString: url,
     max: poolSize,
     options: `-c search_path=${schema}`,
+    // A statement is sent without waiting for the previous one's answer, so BEGIN and COMMIT ride
+    // with a transaction's first and last statements (transaction.ts). Statements are still
+    // answered in order, and each is its own protocol message group: an error fails only its own
+    // (and, inside a transaction, PostgreSQL refuses the ones after it until ROLLBACK).
+    pipeline: true,
   });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on("error", (error) => console.error("[agl-store] idle postgres client error:", error.message));

@@ -172,12 +172,25 @@ export class PostgresLightningStore extends DurableStoreBase implements Lightnin
     let effects = newEffects();
     const results = await withTransaction(
       this.pool,
-      async (c) => {
+      async (c, tx) => {
         effects = newEffects();
         const write = await fn(options.oneStatement ? noStatements : c, nowSeconds());
-        const persisted =
-          write.items.length > 0 ? await this.persist(c, effects, write.items) : { latestResources: null };
-        write.after?.(persisted);
+        if (write.items.length === 0) {
+          write.after?.({ latestResources: null });
+          return write.results;
+        }
+        // The persisting statement is the transaction's last: COMMIT goes out right behind it, if
+        // it was issued (persistMutations issues its one statement, if any, before it awaits).
+        let issued = false;
+        const tracked: Queryable = {
+          query: ((...args: Parameters<Queryable["query"]>) => {
+            issued = true;
+            return c.query(...args);
+          }) as Queryable["query"],
+        };
+        const persisting = this.persist(tracked, effects, write.items);
+        if (issued && !options.oneStatement) tx.commitNow();
+        write.after?.(await persisting);
         return write.results;
       },
       { begin: !options.oneStatement },
