@@ -13,6 +13,7 @@
  * Writes `<out>/result.json`.
  *
  *   pnpm exec tsx bench/support/calc-agent-qwen3-seed.ts --seed 1 --out /tmp/seed-1 [--workers 2] [--score val]
+ *     [--base examples/calc-agent-qwen3/base]
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
@@ -48,6 +49,8 @@ const { values: args } = parseArgs({
     score: { type: "string", default: "test" },
     workers: { type: "string", default: "2" },
     arms: { type: "string", default: "forced_tool,grpo,rft,more_sft,shuffled_grpo" },
+    /** Start from this pretrained checkpoint folder (the job's `--base`) instead of a fresh checkpoint. */
+    base: { type: "string" },
   },
 });
 const seed = Number(args.seed);
@@ -107,7 +110,7 @@ const save = () =>
     join(out, "result.json"),
     `${JSON.stringify({ seed, score: args.score, sft: sftSummary, arms, seconds: (performance.now() - t0) / 1000, loadAverageAtStart }, null, 2)}\n`,
   );
-const initial = await createPolicy(join(out, "initial"), seed);
+const initial = await createPolicy(join(out, "initial"), seed, args.base);
 const sftDir = join(out, "sft-best");
 const warm = await withWorkers(initial, async (workers) => {
   const w = await sftToPlateau(initial, splits, { ...s.sft, workers, seed, log });
