@@ -115,6 +115,8 @@ const save = () =>
     join(out, "result.json"),
     `${JSON.stringify({ seed, score: args.score, sft: sftSummary, arms, seconds: (performance.now() - t0) / 1000, loadAverageAtStart }, null, 2)}\n`,
   );
+// A set, not a substring test on the string: "shuffled_grpo" contains "grpo".
+const armsToRun = new Set(args.arms!.split(",").map((a) => a.trim()));
 const sftFrom = args["sft-from"];
 const initial = sftFrom
   ? await loadPretrainedPolicy(sftFrom)
@@ -138,7 +140,7 @@ const warm = await withWorkers(initial, async (workers) => {
     ).length / n;
   arms.sft = { test, seconds: 0, passAt8 };
   log(`best SFT (step ${w.bestStep}): ${describeHeldOut(test)}, pass@8 ${(100 * passAt8).toFixed(1)}%`);
-  if (args.arms!.includes("forced_tool")) {
+  if (armsToRun.has("forced_tool")) {
     arms.forced_tool = {
       test: await heldOut(initial, scored, testSeed, workers, { requireToolTurns: 2 }),
       seconds: 0,
@@ -155,7 +157,7 @@ initial.model.dispose();
 const g = s.grpo;
 const rowsPerStep = g.problemsPerStep * g.rolloutsPerProblem;
 for (const arm of ["grpo", "rft", "more_sft", "shuffled_grpo"] as const) {
-  if (!args.arms!.includes(arm)) continue;
+  if (!armsToRun.has(arm)) continue;
   const policy = await loadPretrainedPolicy(sftDir, { lora: { ...g.lora, seed } });
   const t = performance.now();
   const result = await withWorkers(policy, async (workers): Promise<ArmResult> => {

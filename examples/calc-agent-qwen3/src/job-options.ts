@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { type Check, checkNumbers, INT0, INT1, POSITIVE, SHARE } from "./cli-checks.js";
 import { MAIN_JOB, sftSettings } from "./settings.js";
 
 /** The command line of src/main.ts, checked. SFT defaults depend on `--base` (`sftSettings`). */
@@ -35,14 +36,11 @@ export class JobUsageError extends Error {
   }
 }
 
-type Check = [(n: number) => boolean, string];
-const INT1: Check = [(n) => Number.isInteger(n) && n >= 1, "an integer >= 1"];
-const INT0: Check = [(n) => Number.isInteger(n) && n >= 0, "an integer >= 0"];
 const CHECKS: Record<string, Check> = {
   steps: INT1,
-  "chain-share": [(n) => n >= 0 && n <= 1, "a number from 0 to 1"],
+  "chain-share": SHARE,
   "sft-max-steps": INT1,
-  "sft-lr": [(n) => n > 0, "a positive number"],
+  "sft-lr": POSITIVE,
   "sft-short-steps": INT0,
   workers: INT0,
   seed: INT0,
@@ -74,14 +72,7 @@ export function parseJobArgs(argv: readonly string[]): JobOptions {
   const sft = sftSettings(base !== undefined);
   values["sft-max-steps"] ??= String(sft.maxSteps);
   values["sft-lr"] ??= String(sft.learningRate);
-  const problems: string[] = [];
-  const n: Record<string, number> = {};
-  for (const [name, [ok, what]] of Object.entries(CHECKS)) {
-    const raw = values[name]!;
-    n[name] = Number(raw);
-    if (raw.trim() === "" || !Number.isFinite(n[name]) || !ok(n[name]))
-      problems.push(`--${name} must be ${what}, got "${raw}"`);
-  }
+  const { numbers: n, problems } = checkNumbers(values, CHECKS);
   if (values.out === "") problems.push("--out must not be empty");
   if (base === "") problems.push('--base must be a folder or "none"');
   if (problems.length) throw new JobUsageError(problems.join("; "));
