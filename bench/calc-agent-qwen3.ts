@@ -1,6 +1,6 @@
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { MAIN_JOB } from "../examples/calc-agent-qwen3/src/settings.js";
 import type { Arm, SeedResult } from "./support/calc-agent-qwen3-seed.js";
@@ -10,13 +10,17 @@ const SEEDS = (process.env.SEEDS ?? "1,2,3").split(",").map(Number);
 const here = dirname(fileURLToPath(import.meta.url));
 const results = join(here, "results");
 const root = process.env.BENCH_ROOT ?? mkdtempSync(join(tmpdir(), "agl-calc-bench-"));
-const logPath = join(results, "calc-agent-qwen3-baselines.log");
+// BASE=DIR: every seed starts from that pretrained checkpoint folder (e.g. examples/calc-agent-qwen3/base, as
+// the job's `--base`) instead of a fresh one; the results then go to calc-agent-qwen3-base-baselines.*.
+const base = process.env.BASE ? resolve(process.env.BASE) : undefined;
+const name = base ? "calc-agent-qwen3-base-baselines" : "calc-agent-qwen3-baselines";
+const logPath = join(results, `${name}.log`);
 const logFile = process.env.RENDER_ONLY || process.env.RENDER_FROM ? null : createWriteStream(logPath);
 const t0 = performance.now();
 
 function runSeed(seed: number): Promise<SeedResult> {
   const out = join(root, `seed-${seed}`);
-  const args = ["--workers", "0"];
+  const args = ["--workers", "0", ...(base ? ["--base", base] : [])];
   return runSeedProcess<SeedResult>({
     script: join(here, "support/calc-agent-qwen3-seed.ts"),
     seed,
@@ -26,8 +30,8 @@ function runSeed(seed: number): Promise<SeedResult> {
   });
 }
 
-// RENDER_ONLY=1 rewrites the report from the committed calc-agent-qwen3-baselines.json without running anything.
-const jsonPath = join(results, "calc-agent-qwen3-baselines.json");
+// RENDER_ONLY=1 rewrites the report from the committed <name>.json without running anything.
+const jsonPath = join(results, `${name}.json`);
 const previous = process.env.RENDER_ONLY
   ? (JSON.parse(readFileSync(jsonPath, "utf8")) as {
       seeds: SeedResult[];
@@ -97,7 +101,7 @@ const goals = {
 };
 writeFileSync(
   jsonPath,
-  `${JSON.stringify({ settings: MAIN_JOB, seeds, goals, seconds, loadAverageAtStart: load, cpus: cpus().length }, null, 2)}\n`,
+  `${JSON.stringify({ settings: MAIN_JOB, base: base ? relative(join(here, ".."), base) : null, seeds, goals, seconds, loadAverageAtStart: load, cpus: cpus().length }, null, 2)}\n`,
 );
 const summary = ARMS.map(([arm, label]) => {
   const have = seeds.filter((s) => s.arms[arm]);
@@ -112,7 +116,7 @@ const md = `# calc-agent: GRPO against the baselines that could beat it
 
 \`pnpm exec tsx bench/calc-agent-qwen3.ts\` — seeds ${seeds.map((s) => s.seed).join(", ")} run at once as separate single-threaded processes on
 this ${cpus().length}-core machine (load average ${load.toFixed(1)} at the start; ${(seconds / 60).toFixed(1)} minutes in all).
-Settings are the job's (\`examples/calc-agent-qwen3/src/settings.ts\`): a Qwen3-architecture model written fresh,
+Settings are the job's (\`examples/calc-agent-qwen3/src/settings.ts\`): a Qwen3-architecture model ${base ? `copied from the pretrained checkpoint \`${relative(join(here, ".."), base)}\` (the job's \`--base\`)` : "written fresh"},
 SFT on ${MAIN_JOB.splits.demo} demonstrations of two-step problems of which ${100 * MAIN_JOB.sft.chainShare}% do both steps with the calculator and the rest
 do the second step in the head; best checkpoint chosen on the validation split. Every arm below starts from it.
 GRPO: ${g.steps} steps x ${g.problemsPerStep} problems x ${g.rolloutsPerProblem} rollouts, LoRA r=${g.lora.rank} (alpha ${g.lora.alpha}), Adam at ${g.learningRate} after a ${g.warmupSteps}-step warm-up.
@@ -143,10 +147,10 @@ GRPO minus the strongest baseline (points): ${goals.grpo_minus_strongest_baselin
 ${rows.join("\n")}
 
 SFT: ${seeds.map((s) => `seed ${s.seed} best at step ${s.sft.bestStep} of ${s.sft.steps} (${s.sft.seconds.toFixed(0)} s)`).join("; ")}.
-Raw numbers: \`calc-agent-qwen3-baselines.json\`; log: \`calc-agent-qwen3-baselines.log\`.
+Raw numbers: \`${name}.json\`; log: \`${name}.log\`.
 `;
 function scoredCount() {
   return MAIN_JOB.splits.test;
 }
-writeFileSync(join(results, "calc-agent-qwen3-baselines.md"), md);
+writeFileSync(join(results, `${name}.md`), md);
 console.log(md);

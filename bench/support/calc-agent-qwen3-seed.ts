@@ -13,6 +13,7 @@
  * Writes `<out>/result.json`.
  *
  *   pnpm exec tsx bench/support/calc-agent-qwen3-seed.ts --seed 1 --out /tmp/seed-1 [--workers 2] [--score val]
+ *     [--base examples/calc-agent-qwen3/base] [--sft-from <job out>/sft-best] [--arms grpo,rft,...]
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
@@ -26,7 +27,7 @@ import {
   selectBackend,
   startPolicyWorkers,
 } from "@agl/trainer-gpu";
-import { makeSplits } from "../../examples/calc-agent-qwen3/src/dataset.js";
+import { demonstrations, makeSplits } from "../../examples/calc-agent-qwen3/src/dataset.js";
 import {
   createPolicy,
   describeHeldOut,
@@ -39,7 +40,7 @@ import {
   shuffleRewards,
 } from "../../examples/calc-agent-qwen3/src/experiment.js";
 import { rejectionSamplingFineTune } from "../../examples/calc-agent-qwen3/src/rft.js";
-import { MAIN_JOB } from "../../examples/calc-agent-qwen3/src/settings.js";
+import { MAIN_JOB, sftSettings } from "../../examples/calc-agent-qwen3/src/settings.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -48,6 +49,13 @@ const { values: args } = parseArgs({
     score: { type: "string", default: "test" },
     workers: { type: "string", default: "2" },
     arms: { type: "string", default: "forced_tool,grpo,rft,more_sft,shuffled_grpo" },
+    /** Start from this pretrained checkpoint folder (the job's `--base`) instead of a fresh checkpoint. */
+    base: { type: "string" },
+    /**
+     * Skip SFT: take this folder (e.g. a job run's `<out>/sft-best`, same seed and settings) as the best SFT
+     * checkpoint, so the arms can run beside a job that already paid for the SFT.
+     */
+    "sft-from": { type: "string" },
   },
 });
 const seed = Number(args.seed);
@@ -107,10 +115,23 @@ const save = () =>
     join(out, "result.json"),
     `${JSON.stringify({ seed, score: args.score, sft: sftSummary, arms, seconds: (performance.now() - t0) / 1000, loadAverageAtStart }, null, 2)}\n`,
   );
-const initial = await createPolicy(join(out, "initial"), seed);
+// A set, not a substring test on the string: "shuffled_grpo" contains "grpo".
+const armsToRun = new Set(args.arms!.split(",").map((a) => a.trim()));
+const sftFrom = args["sft-from"];
+const initial = sftFrom
+  ? await loadPretrainedPolicy(sftFrom)
+  : await createPolicy(join(out, "initial"), seed, args.base);
 const sftDir = join(out, "sft-best");
 const warm = await withWorkers(initial, async (workers) => {
-  const w = await sftToPlateau(initial, splits, { ...s.sft, workers, seed, log });
+  const w = sftFrom
+    ? {
+        demos: demonstrations(splits.demo, s.sft.chainShare, seed),
+        bestStep: -1,
+        steps: 0,
+        seconds: 0,
+        curve: [],
+      }
+    : await sftToPlateau(initial, splits, { ...sftSettings(args.base !== undefined), workers, seed, log });
   const test = await heldOut(initial, scored, testSeed, workers, { samples: 8 });
   const n = scored.length;
   const passAt8 =
@@ -119,7 +140,7 @@ const warm = await withWorkers(initial, async (workers) => {
     ).length / n;
   arms.sft = { test, seconds: 0, passAt8 };
   log(`best SFT (step ${w.bestStep}): ${describeHeldOut(test)}, pass@8 ${(100 * passAt8).toFixed(1)}%`);
-  if (args.arms!.includes("forced_tool")) {
+  if (armsToRun.has("forced_tool")) {
     arms.forced_tool = {
       test: await heldOut(initial, scored, testSeed, workers, { requireToolTurns: 2 }),
       seconds: 0,
@@ -136,7 +157,7 @@ initial.model.dispose();
 const g = s.grpo;
 const rowsPerStep = g.problemsPerStep * g.rolloutsPerProblem;
 for (const arm of ["grpo", "rft", "more_sft", "shuffled_grpo"] as const) {
-  if (!args.arms!.includes(arm)) continue;
+  if (!armsToRun.has(arm)) continue;
   const policy = await loadPretrainedPolicy(sftDir, { lora: { ...g.lora, seed } });
   const t = performance.now();
   const result = await withWorkers(policy, async (workers): Promise<ArmResult> => {

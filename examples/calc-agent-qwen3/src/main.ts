@@ -14,7 +14,6 @@
  */
 import { rmSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
 import {
   applyLora,
   exportPeftAdapter,
@@ -36,37 +35,24 @@ import {
   runGrpo,
   sftToPlateau,
 } from "./experiment.js";
+import { type JobOptions, JobUsageError, parseJobArgs } from "./job-options.js";
 import { MAIN_JOB } from "./settings.js";
 
-// `pnpm start -- --steps 5` hands the script a literal "--" first.
-const argv = process.argv.slice(2);
-if (argv[0] === "--") argv.shift();
-const { values: args } = parseArgs({
-  args: argv,
-  options: {
-    out: { type: "string", default: "calc-agent-run" },
-    /** GRPO steps (a fixed amount of work: the run never stops on the clock). */
-    steps: { type: "string", default: String(MAIN_JOB.grpo.steps) },
-    /** SFT: share of demonstrations that do the second step with the calculator. */
-    "chain-share": { type: "string", default: String(MAIN_JOB.sft.chainShare) },
-    "sft-max-steps": { type: "string", default: String(MAIN_JOB.sft.maxSteps) },
-    "sft-lr": { type: "string", default: String(MAIN_JOB.sft.learningRate) },
-    /** SFT steps on rows without the tool preamble before the validated full-row phase. */
-    "sft-short-steps": { type: "string", default: String(MAIN_JOB.sft.shortSteps) },
-    /** Worker threads for generation and gradients; 0 = all in this thread (same numbers). */
-    workers: { type: "string", default: "2" },
-    seed: { type: "string", default: "1" },
-    /** A pretrained checkpoint folder to start from (src/pretrain-base.ts); "none": a fresh checkpoint. */
-    base: { type: "string", default: "none" },
-  },
-});
+let args: JobOptions;
+try {
+  args = parseJobArgs(process.argv.slice(2));
+} catch (error) {
+  if (!JobUsageError.isInstance(error)) throw error;
+  console.error(`calc-agent: ${error.message}`);
+  process.exit(2);
+}
 
-const seed = Number(args.seed);
-const out = resolve(args.out!);
+const seed = args.seed;
+const out = resolve(args.out);
 const t0 = performance.now();
 const elapsed = () => `${((performance.now() - t0) / 1000).toFixed(1)} s`;
 const log = (line: string) => console.log(`${line} (${elapsed()})`);
-const nWorkers = Number(args.workers);
+const nWorkers = args.workers;
 const withWorkers = async <T>(
   policy: PretrainedPolicy,
   fn: (w?: PolicyWorkers) => Promise<T>,
@@ -86,10 +72,10 @@ async function main(): Promise<void> {
   const policy = await createPolicy(
     join(out, "initial"),
     seed,
-    args.base === "none" ? undefined : resolve(args.base!),
+    args.base === undefined ? undefined : resolve(args.base),
   );
   console.log(
-    `[calc-agent] ${MODEL_NAME}: Qwen3ForCausalLM, ${policy.model.parameterCount.toLocaleString()} parameters, Qwen3 tokenizer trimmed to ${policy.tokenizer.vocabSize} tokens, ${args.base === "none" ? "from scratch" : `from ${args.base}`}; ${args.steps} GRPO steps; ${nWorkers > 0 ? `${nWorkers} worker threads` : "one thread"}`,
+    `[calc-agent] ${MODEL_NAME}: Qwen3ForCausalLM, ${policy.model.parameterCount.toLocaleString()} parameters, Qwen3 tokenizer trimmed to ${policy.tokenizer.vocabSize} tokens, ${args.base === undefined ? "from scratch" : `from ${args.base}`}; ${args.steps} GRPO steps; ${nWorkers > 0 ? `${nWorkers} worker threads` : "one thread"}`,
   );
   try {
     await run(policy, splits);
@@ -102,10 +88,10 @@ async function run(policy: PretrainedPolicy, splits: Splits) {
   const before = await withWorkers(policy, async (workers) => {
     const warm = await sftToPlateau(policy, splits, {
       ...MAIN_JOB.sft,
-      chainShare: Number(args["chain-share"]),
-      maxSteps: Number(args["sft-max-steps"]),
-      learningRate: Number(args["sft-lr"]),
-      shortSteps: Number(args["sft-short-steps"]),
+      chainShare: args.chainShare,
+      maxSteps: args.sftMaxSteps,
+      learningRate: args.sftLr,
+      shortSteps: args.sftShortSteps,
       workers,
       seed,
       log,
@@ -122,7 +108,7 @@ async function run(policy: PretrainedPolicy, splits: Splits) {
   const { grpo, after } = await withWorkers(policy, async (workers) => {
     const grpo = await runGrpo(policy, splits, {
       ...MAIN_JOB.grpo,
-      steps: Number(args.steps),
+      steps: args.steps,
       workers,
       seed,
       out: join(out, "grpo"),

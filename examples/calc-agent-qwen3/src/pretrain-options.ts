@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { isDeepStrictEqual, parseArgs } from "node:util";
+import { checkNumbers, INT0, INT1, POSITIVE, SHARE } from "./cli-checks.js";
 import type { TrimmedTokenizer } from "./qwen-tokenizer.js";
 
 /** The command line of src/pretrain-base.ts, checked. */
@@ -20,11 +21,6 @@ export interface PretrainOptions {
   decay: "cosine" | "none";
 }
 
-type Check = [(n: number) => boolean, string];
-const INT1: Check = [(n) => Number.isInteger(n) && n >= 1, "an integer >= 1"];
-const INT0: Check = [(n) => Number.isInteger(n) && n >= 0, "an integer >= 0"];
-const POSITIVE: Check = [(n) => n > 0, "a positive number"];
-const SHARE: Check = [(n) => n >= 0 && n <= 1, "a number from 0 to 1"];
 const NUMBERS = {
   steps: INT1,
   every: INT1,
@@ -80,15 +76,7 @@ export function parsePretrainArgs(argv: readonly string[]): PretrainOptions {
   } catch (e) {
     throw new PretrainUsageError((e as Error).message);
   }
-  const problems: string[] = [];
-  const numbers: Record<string, number> = {};
-  for (const [name, [ok, what]] of Object.entries(NUMBERS)) {
-    const raw = values[name]!;
-    const n = Number(raw);
-    if (raw.trim() === "" || !Number.isFinite(n) || !ok(n))
-      problems.push(`--${name} must be ${what}, got "${raw}"`);
-    numbers[name] = n;
-  }
+  const { numbers, problems } = checkNumbers(values, NUMBERS);
   const decay = values.decay!;
   if (decay !== "cosine" && decay !== "none")
     problems.push(`--decay must be "cosine" or "none", got "${decay}"`);

@@ -22,6 +22,13 @@ export const MAIN_JOB = {
     valProblems: 50,
     valLossExamples: 32,
   },
+  /**
+   * SFT from a pretrained base (`--base`, e.g. the committed `base/`) differs in two settings (session 8 of
+   * the README): a higher rate and a longer phase, since the second operand (the question's third number,
+   * copied after the first tool result) is learnt only between steps 200 and 360 and sampled validation
+   * success appears with it.
+   */
+  sftFromBase: { learningRate: 6e-3, maxSteps: 360 },
   /** GRPO with LoRA adapters on the best SFT checkpoint (base frozen, as a user would tune a Qwen). */
   grpo: {
     steps: 16,
@@ -35,3 +42,9 @@ export const MAIN_JOB = {
     lora: { rank: 8, alpha: 16 },
   },
 } as const;
+
+/** The SFT settings of the job: `MAIN_JOB.sft`, with `MAIN_JOB.sftFromBase` on top when it starts from a base. */
+export const sftSettings = (fromBase: boolean) => ({
+  ...MAIN_JOB.sft,
+  ...(fromBase ? MAIN_JOB.sftFromBase : {}),
+});

@@ -23,6 +23,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import {
+  exportPretrained,
   loadPretrainedPolicy,
   type SftExample,
   selectBackend,
@@ -35,6 +36,7 @@ import { MODEL_SHAPE, writeInitialCheckpoint } from "./checkpoint.js";
 import { copyAccuracy } from "./copy-accuracy.js";
 import { demonstrations, makeSplits } from "./dataset.js";
 import { CachedChatEncoder, describeCopy } from "./experiment.js";
+import { fullShareAt, mixRows } from "./row-mix.js";
 import { MAIN_JOB } from "./settings.js";
 
 const { values: a } = parseArgs({
@@ -61,6 +63,8 @@ const { values: a } = parseArgs({
     "full-share": { type: "string", default: "0" },
     "full-share-end": { type: "string" },
     base: { type: "string" },
+    /** Write the final weights here (a Hugging Face folder), e.g. to run episodes on them. */
+    save: { type: "string" },
   },
 });
 const n = (k: keyof typeof a) => Number(a[k]);
@@ -92,17 +96,7 @@ try {
   const val = splits.val.slice(0, MAIN_JOB.sft.valLossExamples);
   const shareStart = n("full-share");
   const shareEnd = a["full-share-end"] === undefined ? shareStart : Number(a["full-share-end"]);
-  const fullShareAt = (step: number) =>
-    shareStart + ((shareEnd - shareStart) * step) / Math.max(1, n("short-steps") - every);
-  // All short rows plus enough full rows (a rotating window of the demonstrations, so successive chunks see
-  // different ones) for the share `s` in expectation per batch.
-  const mixedDemos = (s: number, step: number): SftExample[] => {
-    if (s <= 0) return shortDemos;
-    const count = Math.min(demos.length, Math.round((s / (1 - s)) * shortDemos.length));
-    const from = (step * batch) % demos.length;
-    const full = [...demos.slice(from), ...demos.slice(0, from)].slice(0, count);
-    return [...shortDemos, ...full];
-  };
+  const mix = { shortSteps: n("short-steps"), fullShare: shareStart, fullShareEnd: shareEnd };
   console.log(`[sft-probe] ${policy.model.parameterCount.toLocaleString()} parameters; ${JSON.stringify(a)}`);
   const workers = n("workers") > 0 ? await startPolicyWorkers(policy, { workers: n("workers") }) : undefined;
   let optimizer: Awaited<ReturnType<typeof sft>>["optimizer"] | undefined;
@@ -112,8 +106,8 @@ try {
   try {
     for (let step = 0; step < n("steps"); step += every) {
       const short = step < n("short-steps");
-      const share = short ? fullShareAt(step) : 1;
-      const res = await sft(policy.model, short ? mixedDemos(share, step) : demos, {
+      const share = short ? fullShareAt(mix, step, every) : 1;
+      const res = await sft(policy.model, short ? mixRows(shortDemos, demos, share, step, batch) : demos, {
         template,
         steps: every,
         batchSize: batch,
@@ -136,6 +130,7 @@ try {
         `[sft-probe] step ${step + every}${short ? ` (short rows${share > 0 ? `, ${(share * 100).toFixed(0)}% full` : ""})` : ""}: loss ${res.losses.at(-1)!.toFixed(3)}, validation loss ${valLoss.toFixed(3)}, full rows ${describeCopy(copy)}; short rows ${describeCopy(copyShort)}; ${tokens.toLocaleString()} tokens, ${((performance.now() - t0) / 1000).toFixed(0)} s, process CPU ${((cpu.user + cpu.system) / 1e6).toFixed(0)} s`,
       );
     }
+    if (a.save) await exportPretrained(policy.model, a.save);
   } finally {
     optimizer?.dispose();
     await workers?.close();
