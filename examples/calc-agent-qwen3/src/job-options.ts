@@ -1,6 +1,14 @@
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
-import { type Check, checkNumbers, INT0, INT1, POSITIVE, SHARE } from "./cli-checks.js";
+import {
+  type Check,
+  checkNumbers,
+  INT0,
+  INT1,
+  POSITIVE,
+  parseCliArgs,
+  SHARE,
+  UsageError,
+} from "./cli-checks.js";
 import { MAIN_JOB, sftSettings } from "./settings.js";
 
 /** The command line of src/main.ts, checked. SFT defaults depend on `--base` (`sftSettings`). */
@@ -25,15 +33,9 @@ export interface JobOptions {
  */
 export const DEFAULT_BASE = fileURLToPath(new URL("../base", import.meta.url));
 
-const MARKER = Symbol.for("agl.calc-agent-qwen3.job-usage");
-
 /** A bad command line: the job prints it and exits with status 2. */
-export class JobUsageError extends Error {
-  readonly [MARKER] = true;
+export class JobUsageError extends UsageError {
   override name = "JobUsageError";
-  static isInstance(error: unknown): error is JobUsageError {
-    return typeof error === "object" && error !== null && MARKER in error;
-  }
 }
 
 const CHECKS: Record<string, Check> = {
@@ -48,26 +50,21 @@ const CHECKS: Record<string, Check> = {
 
 /** Parse and check the job's arguments (after `--`, if pnpm passed one). */
 export function parseJobArgs(argv: readonly string[]): JobOptions {
-  const args = argv[0] === "--" ? argv.slice(1) : [...argv];
-  let values: Record<string, string | undefined>;
-  try {
-    values = parseArgs({
-      args,
-      options: {
-        out: { type: "string", default: "calc-agent-run" },
-        steps: { type: "string", default: String(MAIN_JOB.grpo.steps) },
-        "chain-share": { type: "string", default: String(MAIN_JOB.sft.chainShare) },
-        "sft-max-steps": { type: "string" },
-        "sft-lr": { type: "string" },
-        "sft-short-steps": { type: "string", default: String(MAIN_JOB.sft.shortSteps) },
-        workers: { type: "string", default: "2" },
-        seed: { type: "string", default: "1" },
-        base: { type: "string", default: DEFAULT_BASE },
-      },
-    }).values as Record<string, string | undefined>;
-  } catch (e) {
-    throw new JobUsageError((e as Error).message);
-  }
+  const values = parseCliArgs(
+    argv,
+    {
+      out: { type: "string", default: "calc-agent-run" },
+      steps: { type: "string", default: String(MAIN_JOB.grpo.steps) },
+      "chain-share": { type: "string", default: String(MAIN_JOB.sft.chainShare) },
+      "sft-max-steps": { type: "string" },
+      "sft-lr": { type: "string" },
+      "sft-short-steps": { type: "string", default: String(MAIN_JOB.sft.shortSteps) },
+      workers: { type: "string", default: "2" },
+      seed: { type: "string", default: "1" },
+      base: { type: "string", default: DEFAULT_BASE },
+    },
+    (message) => new JobUsageError(message),
+  );
   const base = values.base === "none" ? undefined : values.base;
   const sft = sftSettings(base !== undefined);
   values["sft-max-steps"] ??= String(sft.maxSteps);

@@ -24,6 +24,7 @@ import {
   startPolicyWorkers,
 } from "@agl/trainer-gpu";
 import { MODEL_NAME } from "./checkpoint.js";
+import { orExitOnUsage } from "./cli-checks.js";
 import { makeSplits, type Splits } from "./dataset.js";
 import type { EvalResult } from "./evaluate.js";
 import {
@@ -35,17 +36,10 @@ import {
   runGrpo,
   sftToPlateau,
 } from "./experiment.js";
-import { type JobOptions, JobUsageError, parseJobArgs } from "./job-options.js";
+import { parseJobArgs } from "./job-options.js";
 import { MAIN_JOB } from "./settings.js";
 
-let args: JobOptions;
-try {
-  args = parseJobArgs(process.argv.slice(2));
-} catch (error) {
-  if (!JobUsageError.isInstance(error)) throw error;
-  console.error(`calc-agent: ${error.message}`);
-  process.exit(2);
-}
+const args = await orExitOnUsage("calc-agent:", () => parseJobArgs(process.argv.slice(2)));
 
 const seed = args.seed;
 const out = resolve(args.out);

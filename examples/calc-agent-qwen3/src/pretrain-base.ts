@@ -30,29 +30,20 @@ import {
 import { baseTokenizer } from "./base.js";
 import { baseCorpus } from "./base-corpus.js";
 import { MODEL_NAME, MODEL_SHAPE, writeInitialCheckpoint } from "./checkpoint.js";
+import { orExitOnUsage } from "./cli-checks.js";
 import { assistantDigitAccuracy, copyAccuracy } from "./copy-accuracy.js";
 import { describePlaces, digitAccuracyByPlace } from "./copy-places.js";
 import { makeSplits } from "./dataset.js";
 import { CachedChatEncoder, describeCopy, pct } from "./experiment.js";
-import {
-  checkFromTokenizer,
-  learningRateAt,
-  type PretrainOptions,
-  PretrainUsageError,
-  parsePretrainArgs,
-} from "./pretrain-options.js";
+import { checkFromTokenizer, learningRateAt, parsePretrainArgs } from "./pretrain-options.js";
 import { MAIN_JOB } from "./settings.js";
 
 const tokenizer = baseTokenizer();
-let o: PretrainOptions;
-try {
-  o = parsePretrainArgs(process.argv.slice(2));
-  if (o.from) await checkFromTokenizer(resolve(o.from), tokenizer);
-} catch (e) {
-  if (!PretrainUsageError.isInstance(e)) throw e;
-  console.error(`[pretrain-base] ${e.message}`);
-  process.exit(2);
-}
+const o = await orExitOnUsage("[pretrain-base]", async () => {
+  const options = parsePretrainArgs(process.argv.slice(2));
+  if (options.from) await checkFromTokenizer(resolve(options.from), tokenizer);
+  return options;
+});
 const { seed, every } = o;
 const out = resolve(o.out);
 

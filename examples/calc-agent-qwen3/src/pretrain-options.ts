@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { isDeepStrictEqual, parseArgs } from "node:util";
-import { checkNumbers, INT0, INT1, POSITIVE, SHARE } from "./cli-checks.js";
+import { isDeepStrictEqual } from "node:util";
+import { checkNumbers, INT0, INT1, POSITIVE, parseCliArgs, SHARE, UsageError } from "./cli-checks.js";
 import type { TrimmedTokenizer } from "./qwen-tokenizer.js";
 
 /** The command line of src/pretrain-base.ts, checked. */
@@ -34,48 +34,37 @@ const NUMBERS = {
   "free-text": SHARE,
 } as const;
 
-const MARKER = Symbol.for("agl.calc-agent-qwen3.pretrain-usage");
-
 /** A bad command line or `--from` folder: the script prints it and exits with status 2. */
-export class PretrainUsageError extends Error {
-  readonly [MARKER] = true;
+export class PretrainUsageError extends UsageError {
   override name = "PretrainUsageError";
-  static isInstance(error: unknown): error is PretrainUsageError {
-    return typeof error === "object" && error !== null && MARKER in error;
-  }
 }
 
 /** Parse and check the arguments (after `--`, if pnpm passed one). */
 export function parsePretrainArgs(argv: readonly string[]): PretrainOptions {
-  const args = argv[0] === "--" ? argv.slice(1) : [...argv];
-  let values: Record<string, string | undefined>;
-  try {
-    values = parseArgs({
-      args,
-      options: {
-        out: { type: "string", default: "base" },
-        steps: { type: "string", default: "2000" },
-        every: { type: "string", default: "50" },
-        "stop-at": { type: "string", default: "1.01" },
-        seed: { type: "string", default: "1" },
-        lr: { type: "string", default: "0.01" },
-        warmup: { type: "string", default: "50" },
-        batch: { type: "string", default: "32" },
-        /** Rows per micro-batch: length-balanced, so short rows are not padded to a tools block's length. */
-        micro: { type: "string", default: "8" },
-        /** Training chats (drawn once; held-out chats come from another seed). */
-        corpus: { type: "string", default: "3000" },
-        /** Share of the corpus that is free-text chats of two calls (src/base-corpus-free-text.ts). */
-        "free-text": { type: "string", default: "0" },
-        /** Start from this checkpoint (Hugging Face layout, the base's tokenizer) instead of fresh weights. */
-        from: { type: "string" },
-        /** "cosine": the rate falls from --lr to --lr/10 over --steps; "none": it stays at --lr. */
-        decay: { type: "string", default: "none" },
-      },
-    }).values as Record<string, string | undefined>;
-  } catch (e) {
-    throw new PretrainUsageError((e as Error).message);
-  }
+  const values = parseCliArgs(
+    argv,
+    {
+      out: { type: "string", default: "base" },
+      steps: { type: "string", default: "2000" },
+      every: { type: "string", default: "50" },
+      "stop-at": { type: "string", default: "1.01" },
+      seed: { type: "string", default: "1" },
+      lr: { type: "string", default: "0.01" },
+      warmup: { type: "string", default: "50" },
+      batch: { type: "string", default: "32" },
+      /** Rows per micro-batch: length-balanced, so short rows are not padded to a tools block's length. */
+      micro: { type: "string", default: "8" },
+      /** Training chats (drawn once; held-out chats come from another seed). */
+      corpus: { type: "string", default: "3000" },
+      /** Share of the corpus that is free-text chats of two calls (src/base-corpus-free-text.ts). */
+      "free-text": { type: "string", default: "0" },
+      /** Start from this checkpoint (Hugging Face layout, the base's tokenizer) instead of fresh weights. */
+      from: { type: "string" },
+      /** "cosine": the rate falls from --lr to --lr/10 over --steps; "none": it stays at --lr. */
+      decay: { type: "string", default: "none" },
+    },
+    (message) => new PretrainUsageError(message),
+  );
   const { numbers, problems } = checkNumbers(values, NUMBERS);
   const decay = values.decay!;
   if (decay !== "cosine" && decay !== "none")
