@@ -65,17 +65,25 @@ const ARMS: Array<[Arm, string]> = [
   ["grpo", "+ GRPO (LoRA)"],
 ];
 const BASELINES: Arm[] = ["forced_tool", "rft", "more_sft", "shuffled_grpo"];
+/** Arms run only on request (`--arms`), shown when a seed has them, never required for the goals. */
+const EXTRA_ARMS: Array<[Arm, string]> = [["grpo_full", "+ GRPO (full fine-tuning, no adapters)"]];
+const shown = [...ARMS, ...EXTRA_ARMS.filter(([arm]) => seeds.some((s) => s.arms[arm]))];
 const pts = (x: number) => (100 * x).toFixed(1);
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const acc = (s: SeedResult, arm: Arm, k: "greedy" | "sampled") => s.arms[arm]?.test[k].accuracy;
 
 const rows: string[] = [];
 for (const s of seeds) {
-  for (const [arm, label] of ARMS) {
+  for (const [arm, label] of shown) {
     const r = s.arms[arm];
     if (!r) continue;
     const p8 = r.passAt8 === undefined ? "" : pts(r.passAt8);
-    const extra = r.kept !== undefined ? ` (${r.kept} of ${r.sequences} episodes kept)` : "";
+    const extra =
+      r.kept !== undefined
+        ? ` (${r.kept} of ${r.sequences} episodes kept)`
+        : r.learningRate !== undefined
+          ? ` (Adam at ${r.learningRate})`
+          : "";
     rows.push(
       `| ${s.seed} | ${label}${extra} | ${pts(r.test.greedy.accuracy)} | ${pts(r.test.sampled.accuracy)} | ${p8} | ${pts(r.test.greedy.chained)} / ${pts(r.test.sampled.chained)} | ${r.seconds.toFixed(0)} |`,
     );
@@ -103,7 +111,7 @@ writeFileSync(
   jsonPath,
   `${JSON.stringify({ settings: MAIN_JOB, base: base ? relative(join(here, ".."), base) : null, seeds, goals, seconds, loadAverageAtStart: load, cpus: cpus().length }, null, 2)}\n`,
 );
-const summary = ARMS.map(([arm, label]) => {
+const summary = shown.map(([arm, label]) => {
   const have = seeds.filter((s) => s.arms[arm]);
   if (have.length === 0) return `| ${label} | not run | | |`;
   const g = have.map((s) => acc(s, arm, "greedy")!);

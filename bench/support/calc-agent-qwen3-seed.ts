@@ -8,12 +8,13 @@
  *   rft            (b) rejection-sampling fine-tuning with GRPO's sampling and optimizer budget;
  *   more_sft       (c) SFT continued on the demonstrations with GRPO's optimizer steps, rows, rate, warm-up;
  *   shuffled_grpo  (d) GRPO with each step's rewards permuted across its rollouts;
- *   grpo           the job's GRPO.
- * The four trained arms train the same LoRA adapters (rank, alpha, seed) on the frozen SFT weights.
+ *   grpo           the job's GRPO;
+ *   grpo_full      GRPO with full fine-tuning (every weight, no adapters) at `--full-lr` (not run by default).
+ * The other four trained arms train the same LoRA adapters (rank, alpha, seed) on the frozen SFT weights.
  * Writes `<out>/result.json`.
  *
  *   pnpm exec tsx bench/support/calc-agent-qwen3-seed.ts --seed 1 --out /tmp/seed-1 [--workers 2] [--score val]
- *     [--base examples/calc-agent-qwen3/base] [--sft-from <job out>/sft-best] [--arms grpo,rft,...]
+ *     [--base examples/calc-agent-qwen3/base] [--sft-from <job out>/sft-best] [--arms grpo,rft,...] [--full-lr 5e-4]
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
@@ -56,6 +57,8 @@ const { values: args } = parseArgs({
      * checkpoint, so the arms can run beside a job that already paid for the SFT.
      */
     "sft-from": { type: "string" },
+    /** Adam rate of the grpo_full arm (full fine-tuning moves every weight, so it wants a lower rate than LoRA). */
+    "full-lr": { type: "string", default: "5e-4" },
   },
 });
 const seed = Number(args.seed);
@@ -67,7 +70,7 @@ const loadAverageAtStart = loadavg()[0]!;
 const log = (line: string) =>
   console.log(`[seed ${seed} ${((performance.now() - t0) / 1000).toFixed(0)} s] ${line}`);
 
-export type Arm = "sft" | "forced_tool" | "rft" | "more_sft" | "shuffled_grpo" | "grpo";
+export type Arm = "sft" | "forced_tool" | "rft" | "more_sft" | "shuffled_grpo" | "grpo" | "grpo_full";
 
 export interface ArmResult {
   test: HeldOut;
@@ -80,6 +83,8 @@ export interface ArmResult {
   sequences?: number;
   /** RFT: rewarded episodes trained on. */
   kept?: number;
+  /** grpo_full: its Adam rate. */
+  learningRate?: number;
 }
 
 export interface SeedResult {
@@ -156,15 +161,19 @@ initial.model.dispose();
 
 const g = s.grpo;
 const rowsPerStep = g.problemsPerStep * g.rolloutsPerProblem;
-for (const arm of ["grpo", "rft", "more_sft", "shuffled_grpo"] as const) {
+const fullLr = Number(args["full-lr"]);
+if (!(fullLr > 0)) throw new Error(`--full-lr must be a positive number, got "${args["full-lr"]}"`);
+for (const arm of ["grpo", "rft", "more_sft", "shuffled_grpo", "grpo_full"] as const) {
   if (!armsToRun.has(arm)) continue;
-  const policy = await loadPretrainedPolicy(sftDir, { lora: { ...g.lora, seed } });
+  const policy = await loadPretrainedPolicy(sftDir, arm === "grpo_full" ? {} : { lora: { ...g.lora, seed } });
   const t = performance.now();
   const result = await withWorkers(policy, async (workers): Promise<ArmResult> => {
     let extra: Partial<ArmResult> = {};
-    if (arm === "grpo" || arm === "shuffled_grpo") {
+    if (arm === "grpo" || arm === "shuffled_grpo" || arm === "grpo_full") {
+      const learningRate = arm === "grpo_full" ? fullLr : g.learningRate;
       const run = await runGrpo(policy, splits, {
         ...g,
+        learningRate,
         seed,
         workers,
         out: join(out, arm),
@@ -175,6 +184,7 @@ for (const arm of ["grpo", "rft", "more_sft", "shuffled_grpo"] as const) {
           .filter((h) => h.metrics["val/accuracy"] !== undefined)
           .map((h) => [h.step, h.metrics["val/accuracy"]!] as [number, number]),
         sequences: run.result.history.reduce((a, h) => a + (h.metrics["training/n_rollouts"] ?? 0), 0),
+        ...(arm === "grpo_full" ? { learningRate } : {}),
       };
     } else if (arm === "rft") {
       const r = await rejectionSamplingFineTune(policy, splits.train, {
