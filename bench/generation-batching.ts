@@ -123,7 +123,7 @@ const md = [
   "# Batched generation, 16 concurrent requests vs 1 (bench/generation-batching.ts)",
   "",
   `${results.date}, backend ${backend}, ${results.cpus} cores, load average ${loadBefore.map((x) => x.toFixed(2)).join(" ")} before / ${loadAfter.map((x) => x.toFixed(2)).join(" ")} after; median of ${ROUNDS} interleaved rounds.`,
-  "Model: qwen2, d=256, 4 layers, 4/2 heads, vocab 2048, LoRA r=16 (bench/pretrained.ts's shape); 32-token prompts, 32 new tokens each; prefix cache off.",
+  "Model: qwen2, d=256, 4 layers, 4/2 heads, vocab 2048, LoRA r=16 (bench/pretrained.ts's shape); 32-token prompts, 32 new tokens each; the thread engine's prefix cache off.",
   "",
   "Engines: `thread` = the in-thread Generator (one core); `pool` = PooledGenerator on 2 worker threads (each request to the least-loaded worker; the workers' Generators keep their default prefix cache, prompts never repeat across measurements).",
   "",
