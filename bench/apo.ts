@@ -36,6 +36,7 @@ import {
 import { startMockLLMServer } from "@agl/core/mock-llm";
 import { SqliteLightningStore } from "@agl/store";
 import { apoAgent, SEED_SYSTEM_PROMPT } from "../examples/apo-agent/src/agent.js";
+import { median } from "./support/median.js";
 
 const REPEATS = Number(process.env.REPEATS ?? 3);
 const ROUNDS = Number(process.env.ROUNDS ?? 2);
@@ -183,10 +184,6 @@ async function runBaseline(rollouts: number, latencyMs: number): Promise<Measure
   });
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 const medianOf = (ms: Measurement[]): Measurement =>
   Object.fromEntries(
     Object.keys(ms[0]!).map((k) => [k, median(ms.map((m) => m[k as keyof Measurement]))]),

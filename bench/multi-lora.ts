@@ -26,6 +26,7 @@ import {
   tf,
   writeRandomCheckpoint,
 } from "@agl/trainer-gpu";
+import { median } from "./support/median.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const quick = process.argv.includes("--quick");
@@ -132,10 +133,6 @@ async function main() {
         `rep ${i} (tokens per CPU second): generate single ${row.genSingle.toFixed(0)}, mixed ${row.genMixed.toFixed(0)}; forward single ${row.fwdSingle.toFixed(0)}, mixed ${row.fwdMixed.toFixed(0)} (wall: ${w.genSingle.toFixed(0)}/${w.genMixed.toFixed(0)}, ${w.fwdSingle.toFixed(0)}/${w.fwdMixed.toFixed(0)} tok/s)`,
       );
     }
-    const median = (xs: number[]) => {
-      const s = [...xs].sort((a, b) => a - b);
-      return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-    };
     const best = {
       genSingle: median(raw.map((r) => r.genSingle!)),
       genMixed: median(raw.map((r) => r.genMixed!)),

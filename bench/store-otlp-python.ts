@@ -19,6 +19,7 @@ import { loadavg } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startBenchBackends } from "./support/bench-backends.js";
+import { median } from "./support/median.js";
 import { startCliServer } from "./support/server-process.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -57,12 +58,6 @@ interface Run {
   server_cpu_ms: number;
   db_cpu_ms: number;
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 async function runOnce(
   backends: Awaited<ReturnType<typeof startBenchBackends>>,

@@ -23,6 +23,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { startPostgresCluster } from "../test/support/postgres.js";
 import { clusterCpuMs } from "./support/bench-backends.js";
+import { median } from "./support/median.js";
 import { otlpRollout, pythonRollout, runPool } from "./support/rollout-scenario.js";
 import { startCliServer } from "./support/server-process.js";
 
@@ -129,10 +130,6 @@ try {
   cluster.stop();
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 const find = (part: string, build: string, backend: string, repeat: number) =>
   rows.find((r) => r.part === part && r.build === build && r.backend === backend && r.repeat === repeat);
 const lines: string[] = [

@@ -14,7 +14,7 @@
  * Writes `<out>/result.json`.
  *
  *   pnpm exec tsx bench/support/calc-agent-qwen3-seed.ts --seed 1 --out /tmp/seed-1 [--workers 2] [--score val]
- *     [--base examples/calc-agent-qwen3/base] [--sft-from <job out>/sft-best] [--arms grpo,rft,...] [--full-lr 5e-4]
+ *     [--base examples/calc-agent-qwen3/base] [--sft-from <job out>/sft-best] [--arms grpo,rft,...] [--full-lr 1.5e-3]
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
@@ -57,8 +57,8 @@ const { values: args } = parseArgs({
      * checkpoint, so the arms can run beside a job that already paid for the SFT.
      */
     "sft-from": { type: "string" },
-    /** Adam rate of the grpo_full arm (full fine-tuning moves every weight, so it wants a lower rate than LoRA). */
-    "full-lr": { type: "string", default: "5e-4" },
+    /** Adam rate of the grpo_full arm; the default was chosen on validation (bench/results/calc-agent-qwen3-base-baselines.md). */
+    "full-lr": { type: "string", default: "1.5e-3" },
   },
 });
 const seed = Number(args.seed);
